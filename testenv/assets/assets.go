@@ -1,0 +1,425 @@
+// Package assets builds and locates the control-plane binaries that opkit's test
+// harness runs: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// kwok and kubectl.
+//
+// Guarantees:
+//   - Binaries are built from source fetched through the Go module proxy only; no
+//     other download happens. That is what makes the harness work on machines
+//     whose only outside access is the module proxy.
+//   - A directory returned by [Ensure] or [Find] is complete: every binary is present
+//     and answered --version with the expected release. Completeness is recorded
+//     by a marker file written last, after the directory was renamed into place
+//     atomically, so a crashed or concurrent build never exposes a partial directory.
+//   - Concurrent builders (two test packages, two CI jobs) serialise on an
+//     exclusive file lock next to the target directory; the second one waits and
+//     then finds the first one's result.
+//   - When KUBEBUILDER_ASSETS names a directory holding the binaries, it wins and
+//     nothing is built.
+package assets
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Versions pins what is built. The zero value is not useful; start from
+// [DefaultVersions].
+type Versions struct {
+	// Kubernetes is the k8s.io/kubernetes release, e.g. "v1.37.2". The staging
+	// modules (k8s.io/api, …) are taken at the matching v0.x.y.
+	Kubernetes string
+	// Etcd is the go.etcd.io/etcd/server/v3 release, e.g. "v3.6.16".
+	Etcd string
+	// Kwok is the sigs.k8s.io/kwok release, e.g. "v0.8.0".
+	Kwok string
+}
+
+// DefaultVersions returns the releases opkit is tested against.
+func DefaultVersions() Versions {
+	return Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16", Kwok: "v0.8.0"}
+}
+
+// Binary names inside an asset directory.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kubectl               = "kubectl"
+	Kwok                  = "kwok"
+)
+
+// Required lists the binaries every complete asset directory holds.
+var Required = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
+
+// BuildCommand is the command a user runs to build the assets into the cache.
+const BuildCommand = "go run github.com/opkit/opkit/cmd/opkit-assets"
+
+const completeMarker = ".opkit-complete"
+
+// Options configure [Ensure].
+type Options struct {
+	// Versions to build; zero fields are taken from [DefaultVersions].
+	Versions Versions
+	// CacheDir is the root under which asset directories live. Empty means
+	// os.UserCacheDir()/opkit/controlplane (so ${XDG_CACHE_HOME:-$HOME/.cache}).
+	CacheDir string
+	// Progress receives one line per stage and a heartbeat while a stage runs.
+	// Nil means io.Discard.
+	Progress io.Writer
+	// IgnoreEnv makes Ensure and Find disregard KUBEBUILDER_ASSETS.
+	IgnoreEnv bool
+}
+
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultVersions()
+	if o.Versions.Kubernetes == "" {
+		o.Versions.Kubernetes = d.Kubernetes
+	}
+	if o.Versions.Etcd == "" {
+		o.Versions.Etcd = d.Etcd
+	}
+	if o.Versions.Kwok == "" {
+		o.Versions.Kwok = d.Kwok
+	}
+	if o.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return o, fmt.Errorf("assets: no cache directory: %w", err)
+		}
+		o.CacheDir = filepath.Join(base, "opkit", "controlplane")
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return o, nil
+}
+
+// Dir returns the directory the given options build into, without checking it.
+func Dir(o Options) (string, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	v := o.Versions
+	name := fmt.Sprintf("k8s-%s_etcd-%s_kwok-%s_%s-%s", v.Kubernetes, v.Etcd, v.Kwok, runtime.GOOS, runtime.GOARCH)
+	return filepath.Join(o.CacheDir, name), nil
+}
+
+// ErrNotFound is returned by [Find] when no complete asset directory exists.
+var ErrNotFound = errors.New("control-plane binaries not found")
+
+// Find returns a complete asset directory without building anything:
+// KUBEBUILDER_ASSETS when it holds every binary [Required] names, else the cache
+// directory for opts when its completion marker exists. Otherwise it returns an
+// error wrapping [ErrNotFound] whose message names [BuildCommand].
+func Find(opts Options) (string, error) {
+	if !opts.IgnoreEnv {
+		if env := os.Getenv("KUBEBUILDER_ASSETS"); env != "" {
+			if missing := missingBinaries(env); len(missing) == 0 {
+				return env, nil
+			}
+		}
+	}
+	dir, err := Dir(opts)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+		return dir, nil
+	}
+	return "", fmt.Errorf("%w in %s (KUBEBUILDER_ASSETS=%q): build them once with %q (about 10-15 minutes cold on 2 cores, instant afterwards)",
+		ErrNotFound, dir, os.Getenv("KUBEBUILDER_ASSETS"), BuildCommand)
+}
+
+func missingBinaries(dir string) []string {
+	var missing []string
+	for _, b := range Required {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+			missing = append(missing, b)
+		}
+	}
+	return missing
+}
+
+// Ensure returns a complete asset directory, building it first when [Find]
+// finds none. A build holds an exclusive lock on "<dir>.lock"; a caller that
+// waited for the lock re-checks and returns the other builder's result.
+// A failed build leaves nothing behind but its error, which names the stage.
+func Ensure(ctx context.Context, opts Options) (string, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	if dir, err := Find(opts); err == nil {
+		return dir, nil
+	}
+	dir, err := Dir(opts)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("assets: create cache directory: %w", err)
+	}
+	unlock, err := lockFile(dir + ".lock")
+	if err != nil {
+		return "", fmt.Errorf("assets: lock %s.lock: %w", dir, err)
+	}
+	defer unlock()
+	opts.IgnoreEnv = true
+	if found, err := Find(opts); err == nil {
+		return found, nil // another process finished while we waited for the lock
+	}
+	b := &builder{opts: opts, start: time.Now()}
+	if err := b.build(ctx, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+type builder struct {
+	opts  Options
+	start time.Time
+	env   []string
+}
+
+func (b *builder) logf(format string, args ...any) {
+	fmt.Fprintf(b.opts.Progress, "[opkit-assets %4.0fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// stage runs fn under a named stage, with a heartbeat so a long build is visibly alive.
+func (b *builder) stage(name string, fn func() error) error {
+	b.logf("%s: start", name)
+	t0 := time.Now()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				b.logf("%s: still running (%.0fs in this stage)", name, time.Since(t0).Seconds())
+			}
+		}
+	}()
+	err := fn()
+	close(done)
+	if err != nil {
+		b.logf("%s: FAILED after %.0fs", name, time.Since(t0).Seconds())
+		return fmt.Errorf("assets: stage %q failed: %w", name, err)
+	}
+	b.logf("%s: done in %.0fs", name, time.Since(t0).Seconds())
+	return nil
+}
+
+func (b *builder) build(ctx context.Context, dir string) error {
+	v := b.opts.Versions
+	work, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
+	if err != nil {
+		return fmt.Errorf("assets: %w", err)
+	}
+	defer os.RemoveAll(work)
+	out := filepath.Join(work, "bin")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("assets: %w", err)
+	}
+	b.env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GO111MODULE=on")
+	b.logf("building control plane %s (etcd %s, kwok %s) into %s; a cold build takes about 10-15 minutes on 2 cores", v.Kubernetes, v.Etcd, v.Kwok, dir)
+
+	staging, err := stagingVersion(v.Kubernetes)
+	if err != nil {
+		return err
+	}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"etcd " + v.Etcd, func() error {
+			return b.goBuild(ctx, filepath.Join(work, "etcd"), "go.etcd.io/etcd/server/v3", v.Etcd, nil, "", out, "go.etcd.io/etcd/server/v3")
+		}},
+		{"kubernetes " + v.Kubernetes + " (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)", func() error {
+			replaces, err := b.kubernetesReplaces(ctx, work, v.Kubernetes, staging)
+			if err != nil {
+				return err
+			}
+			return b.goBuild(ctx, filepath.Join(work, "kubernetes"), "k8s.io/kubernetes", v.Kubernetes, replaces, kubernetesLDFlags(v.Kubernetes), out,
+				"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+				"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl")
+		}},
+		{"kwok " + v.Kwok, func() error {
+			return b.goBuild(ctx, filepath.Join(work, "kwok"), "sigs.k8s.io/kwok", v.Kwok, nil, "", out, "sigs.k8s.io/kwok/cmd/kwok")
+		}},
+		{"verify --version", func() error { return verify(ctx, out, v) }},
+	}
+	for _, s := range steps {
+		if err := b.stage(s.name, s.fn); err != nil {
+			return err
+		}
+	}
+	// Rename into place first, then mark complete: a crash in between leaves a
+	// directory without marker, which the next build replaces.
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("assets: remove stale %s: %w", dir, err)
+	}
+	if err := os.Rename(out, dir); err != nil {
+		return fmt.Errorf("assets: move into place: %w", err)
+	}
+	stamp := fmt.Sprintf("built %s in %.0fs\n", time.Now().UTC().Format(time.RFC3339), time.Since(b.start).Seconds())
+	if err := os.WriteFile(filepath.Join(dir, completeMarker), []byte(stamp), 0o644); err != nil {
+		return fmt.Errorf("assets: write marker: %w", err)
+	}
+	b.logf("complete: %s", dir)
+	return nil
+}
+
+// stagingVersion maps a Kubernetes release v1.X.Y to its staging modules' v0.X.Y.
+func stagingVersion(k8s string) (string, error) {
+	if !strings.HasPrefix(k8s, "v1.") {
+		return "", fmt.Errorf("assets: Kubernetes version %q is not of the form v1.X.Y", k8s)
+	}
+	return "v0." + strings.TrimPrefix(k8s, "v1."), nil
+}
+
+func kubernetesLDFlags(k8s string) string {
+	parts := strings.SplitN(strings.TrimPrefix(k8s, "v"), ".", 3)
+	var flags []string
+	for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+		flags = append(flags,
+			"-X "+pkg+".gitVersion="+k8s,
+			"-X "+pkg+".gitMajor="+parts[0],
+			"-X "+pkg+".gitMinor="+parts[1],
+			"-X "+pkg+".gitTreeState=clean",
+			// A fixed date keeps the build reproducible bit for bit.
+			"-X "+pkg+".buildDate=1970-01-01T00:00:00Z")
+	}
+	return "-s -w " + strings.Join(flags, " ")
+}
+
+// kubernetesReplaces reads k8s.io/kubernetes's own go.mod and turns each replace
+// into ./staging into a replace by the published module at the staging version:
+// the module zip has no staging/ directory.
+func (b *builder) kubernetesReplaces(ctx context.Context, work, k8s, staging string) ([]string, error) {
+	var dl struct{ GoMod, Error string }
+	raw, err := b.run(ctx, work, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+k8s)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &dl); err != nil || dl.GoMod == "" {
+		return nil, fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s %v", k8s, dl.Error, err)
+	}
+	raw, err = b.run(ctx, work, "go", "mod", "edit", "-json", dl.GoMod)
+	if err != nil {
+		return nil, err
+	}
+	var mod struct {
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
+	}
+	if err := json.Unmarshal(raw, &mod); err != nil {
+		return nil, fmt.Errorf("parse kubernetes go.mod: %w", err)
+	}
+	var replaces []string
+	for _, r := range mod.Replace {
+		if strings.HasPrefix(r.New.Path, "./staging/") {
+			replaces = append(replaces, r.Old.Path+"="+r.Old.Path+"@"+staging)
+		}
+	}
+	if len(replaces) == 0 {
+		return nil, fmt.Errorf("kubernetes %s go.mod has no staging replaces; the build recipe no longer fits", k8s)
+	}
+	b.logf("kubernetes: replacing %d staging modules with their published %s", len(replaces), staging)
+	return replaces, nil
+}
+
+// goBuild builds pkgs from a throwaway wrapper module that requires mod@version:
+// `go install pkg@version` refuses modules whose go.mod has replace directives.
+func (b *builder) goBuild(ctx context.Context, wrapper, mod, version string, replaces []string, ldflags, out string, pkgs ...string) error {
+	if err := os.MkdirAll(wrapper, 0o755); err != nil {
+		return err
+	}
+	gomod := "module opkit.local/assets-wrapper\n\ngo 1.26\n"
+	if err := os.WriteFile(filepath.Join(wrapper, "go.mod"), []byte(gomod), 0o644); err != nil {
+		return err
+	}
+	for _, r := range replaces {
+		if _, err := b.run(ctx, wrapper, "go", "mod", "edit", "-replace="+r); err != nil {
+			return err
+		}
+	}
+	if _, err := b.run(ctx, wrapper, "go", "mod", "edit", "-require="+mod+"@"+version); err != nil {
+		return err
+	}
+	get := append([]string{"get"}, pkgs...)
+	if _, err := b.run(ctx, wrapper, "go", get...); err != nil {
+		return err
+	}
+	target := out + string(filepath.Separator)
+	if mod == "go.etcd.io/etcd/server/v3" {
+		// The etcd main package is the module root, which go build would name "server".
+		target = filepath.Join(out, Etcd)
+	}
+	args := []string{"build", "-trimpath", "-tags", "selinux,notest,grpcnotrace", "-o", target}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	args = append(args, pkgs...)
+	_, err := b.run(ctx, wrapper, "go", args...)
+	return err
+}
+
+func (b *builder) run(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = b.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 4000 {
+			msg = "…" + msg[len(msg)-4000:]
+		}
+		return nil, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+func verify(ctx context.Context, dir string, v Versions) error {
+	want := map[string]string{
+		Etcd:                  strings.TrimPrefix(v.Etcd, "v"),
+		KubeAPIServer:         v.Kubernetes,
+		KubeControllerManager: v.Kubernetes,
+		KubeScheduler:         v.Kubernetes,
+		Kubectl:               v.Kubernetes,
+		Kwok:                  "",
+	}
+	for _, bin := range Required {
+		args := []string{"--version"}
+		if bin == Kubectl {
+			args = []string{"version", "--client"}
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := exec.CommandContext(ctx, filepath.Join(dir, bin), args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, out)
+		}
+		if !strings.Contains(string(out), want[bin]) {
+			return fmt.Errorf("%s reports %q, want a version containing %q", bin, strings.TrimSpace(string(out)), want[bin])
+		}
+	}
+	return nil
+}

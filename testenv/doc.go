@@ -1,0 +1,26 @@
+// Package testenv runs a real Kubernetes control plane for tests: etcd and
+// kube-apiserver through controller-runtime's envtest, plus, on request,
+// kube-controller-manager (garbage collection, or every default controller),
+// kube-scheduler and a kwok-managed fake node, so that ownerReference cascades
+// really delete and Deployments really become Available without a kubelet.
+//
+// Binaries come from KUBEBUILDER_ASSETS or from the cache that
+// [github.com/opkit/opkit/testenv/assets] builds offline from the Go module proxy.
+// When neither has them, [New] fails with the exact command that builds them
+// (or builds them itself when OPKIT_ASSETS_BUILD=1); it never skips a test.
+//
+// The usual shape is one control plane per test package and a fresh namespace
+// per test:
+//
+//	var env *testenv.Env
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env, testenv.WithCRDPaths("config/crd"))) }
+//
+//	func TestSomething(t *testing.T) {
+//		ns := env.Namespace(t)
+//		...
+//	}
+//
+// [CountRequests] wraps a rest.Config so a test can assert exactly which API
+// requests a controller made, e.g. that a steady-state reconcile wrote nothing.
+package testenv
