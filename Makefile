@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 BIN := $(CURDIR)/bin
-GOLANGCI_LINT := $(BIN)/golangci-lint
+GOLANGCI_LINT := bin/golangci-lint
 # Control-plane binaries: KUBEBUILDER_ASSETS if set, else built once into the
 # user cache (~10-15 min cold on 2 cores, instant afterwards).
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
@@ -35,7 +35,7 @@ vet: ## go vet
 
 $(GOLANGCI_LINT): tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
-	cd tools && $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	cd tools && $(GO) build -o $(CURDIR)/$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 lint: $(GOLANGCI_LINT) ## golangci-lint v2 (pinned in tools/go.mod)
 	$(GOLANGCI_LINT) run ./...

@@ -230,3 +230,17 @@ func TestPlainControlPlaneStartStop(t *testing.T) {
 		t.Fatalf("second Stop: %v", err)
 	}
 }
+
+func TestMissingBinariesFailWithBuildCommand(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("OPKIT_ASSETS_BUILD", "")
+	e, err := testenv.New()
+	if err == nil {
+		_ = e.Stop()
+		t.Fatal("New succeeded without binaries")
+	}
+	if !strings.Contains(err.Error(), "go run github.com/opkit/opkit/cmd/opkit-assets") {
+		t.Fatalf("error does not name the build command: %v", err)
+	}
+}

@@ -362,7 +362,12 @@ func (b *builder) goBuild(ctx context.Context, wrapper, mod, version string, rep
 	if _, err := b.run(ctx, wrapper, "go", "mod", "edit", "-require="+mod+"@"+version); err != nil {
 		return err
 	}
-	get := append([]string{"get"}, pkgs...)
+	// Each package at the pinned version: a bare `go get pkg` would resolve to
+	// the module's latest release instead.
+	get := []string{"get"}
+	for _, p := range pkgs {
+		get = append(get, p+"@"+version)
+	}
 	if _, err := b.run(ctx, wrapper, "go", get...); err != nil {
 		return err
 	}
