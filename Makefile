@@ -9,7 +9,7 @@ GOLANGCI_LINT := bin/golangci-lint
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all test assets fmt-check vet lint unit demo clean help
+.PHONY: all test promtool assets fmt-check vet lint unit demo clean help
 
 all: test
 
@@ -19,7 +19,7 @@ help: ## list targets
 assets: ## build (or find) the control-plane binaries; prints their directory
 	@$(ASSETS_CMD)
 
-test: fmt-check vet lint ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
+test: fmt-check vet lint promtool ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
 	@dir=$$($(ASSETS_CMD)); echo "control-plane binaries: $$dir"; \
 	KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...
 
@@ -46,3 +46,6 @@ demo: ## run an example operator on an embedded control plane
 
 clean: ## remove local tool binaries (not the control-plane cache)
 	rm -rf $(BIN)
+
+promtool: ## make sure promtool is installed (Debian's prometheus package); the observability tests run it
+	@hack/ensure-promtool.sh >/dev/null

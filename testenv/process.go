@@ -34,23 +34,24 @@ func commandContext(ctx context.Context, name string, args ...string) *exec.Cmd 
 
 // startProcess starts binary with args, its output in a log file (and in
 // e.opts.output when set), and waits until ready returns nil.
-func (e *Env) startProcess(name, binary string, args []string, ready func(ctx context.Context) error) (*process, error) {
+func (e *Env) startProcess(name, binary string, args []string, ready func(ctx context.Context) error) error {
 	logPath := filepath.Join(e.dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: %s: %w", name, err)
+		return fmt.Errorf("testenv: %s: %w", name, err)
 	}
 	var out io.Writer = logFile
 	if e.opts.output != nil {
 		out = io.MultiWriter(logFile, e.opts.output)
 	}
-	cmd := exec.Command(filepath.Join(e.AssetsDir, binary), args...)
+	// Not bound to a context: the process lives until Stop, which signals its group.
+	cmd := exec.CommandContext(context.Background(), filepath.Join(e.AssetsDir, binary), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so that stopping the component also stops anything it spawned.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("testenv: start %s: %w", name, err)
+		return fmt.Errorf("testenv: start %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
@@ -66,24 +67,25 @@ func (e *Env) startProcess(name, binary string, args []string, ready func(ctx co
 	for {
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("testenv: %s exited during start-up (%v); log tail:\n%s", name, p.waitErr, tail(logPath))
+			return fmt.Errorf("testenv: %s exited during start-up (%w); log tail:\n%s", name, p.waitErr, tail(logPath))
 		default:
 		}
 		if lastErr = ready(ctx); lastErr == nil {
-			return p, nil
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("testenv: %s not ready after %s: %v; log tail:\n%s", name, e.opts.startTimeout, lastErr, tail(logPath))
+			return fmt.Errorf("testenv: %s not ready after %s: %w; log tail:\n%s", name, e.opts.startTimeout, lastErr, tail(logPath))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func (p *process) stop() error {
+// stop sends SIGTERM to the process group, then SIGKILL after 10s.
+func (p *process) stop() {
 	select {
 	case <-p.exited:
-		return nil
+		return
 	default:
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
@@ -93,7 +95,6 @@ func (p *process) stop() error {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
 	}
-	return nil
 }
 
 func tail(path string) string {
@@ -108,7 +109,8 @@ func tail(path string) string {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
@@ -174,8 +176,7 @@ func (e *Env) startControllerManager() error {
 		"--use-service-account-credentials=false",
 		"--concurrent-gc-syncs=5",
 	)
-	_, err = e.startProcess("kube-controller-manager", "kube-controller-manager", args, healthz(port))
-	return err
+	return e.startProcess("kube-controller-manager", "kube-controller-manager", args, healthz(port))
 }
 
 func (e *Env) startScheduler() error {
@@ -183,6 +184,5 @@ func (e *Env) startScheduler() error {
 	if err != nil {
 		return err
 	}
-	_, err = e.startProcess("kube-scheduler", "kube-scheduler", e.componentArgs(port), healthz(port))
-	return err
+	return e.startProcess("kube-scheduler", "kube-scheduler", e.componentArgs(port), healthz(port))
 }

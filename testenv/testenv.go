@@ -279,9 +279,7 @@ func (e *Env) start() error {
 func (e *Env) Stop() error {
 	var errs []error
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		if err := e.procs[i].stop(); err != nil {
-			errs = append(errs, err)
-		}
+		e.procs[i].stop()
 	}
 	e.procs = nil
 	if e.Envtest != nil {

@@ -60,7 +60,7 @@ func (e *Env) startKwok() error {
 		"--cidr=10.201.0.0/16",
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(serverPort) + "/healthz"
-	_, err = e.startProcess("kwok", "kwok", args, func(ctx context.Context) error {
+	return e.startProcess("kwok", "kwok", args, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -86,5 +86,4 @@ func (e *Env) startKwok() error {
 		}
 		return fmt.Errorf("node %s not Ready yet", FakeNodeName)
 	})
-	return err
 }

@@ -30,8 +30,8 @@ func main() {
 	o.Progress = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	dir, err := assets.Ensure(ctx, o)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "opkit-assets:", err)
 		os.Exit(1)

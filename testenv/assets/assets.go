@@ -230,7 +230,7 @@ func (b *builder) build(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("assets: %w", err)
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	out := filepath.Join(work, "bin")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("assets: %w", err)
@@ -312,14 +312,17 @@ func kubernetesLDFlags(k8s string) string {
 // the module zip has no staging/ directory.
 func (b *builder) kubernetesReplaces(ctx context.Context, work, k8s, staging string) ([]string, error) {
 	var dl struct{ GoMod, Error string }
-	raw, err := b.run(ctx, work, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+k8s)
+	raw, err := b.goCmd(ctx, work, "mod", "download", "-json", "k8s.io/kubernetes@"+k8s)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(raw, &dl); err != nil || dl.GoMod == "" {
-		return nil, fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s %v", k8s, dl.Error, err)
+	if err := json.Unmarshal(raw, &dl); err != nil {
+		return nil, fmt.Errorf("parse go mod download output: %w", err)
 	}
-	raw, err = b.run(ctx, work, "go", "mod", "edit", "-json", dl.GoMod)
+	if dl.GoMod == "" {
+		return nil, fmt.Errorf("go mod download k8s.io/kubernetes@%s gave no go.mod: %s", k8s, dl.Error)
+	}
+	raw, err = b.goCmd(ctx, work, "mod", "edit", "-json", dl.GoMod)
 	if err != nil {
 		return nil, err
 	}
@@ -355,11 +358,11 @@ func (b *builder) goBuild(ctx context.Context, wrapper, mod, version string, rep
 		return err
 	}
 	for _, r := range replaces {
-		if _, err := b.run(ctx, wrapper, "go", "mod", "edit", "-replace="+r); err != nil {
+		if _, err := b.goCmd(ctx, wrapper, "mod", "edit", "-replace="+r); err != nil {
 			return err
 		}
 	}
-	if _, err := b.run(ctx, wrapper, "go", "mod", "edit", "-require="+mod+"@"+version); err != nil {
+	if _, err := b.goCmd(ctx, wrapper, "mod", "edit", "-require="+mod+"@"+version); err != nil {
 		return err
 	}
 	// Each package at the pinned version: a bare `go get pkg` would resolve to
@@ -368,7 +371,7 @@ func (b *builder) goBuild(ctx context.Context, wrapper, mod, version string, rep
 	for _, p := range pkgs {
 		get = append(get, p+"@"+version)
 	}
-	if _, err := b.run(ctx, wrapper, "go", get...); err != nil {
+	if _, err := b.goCmd(ctx, wrapper, get...); err != nil {
 		return err
 	}
 	target := out + string(filepath.Separator)
@@ -381,12 +384,12 @@ func (b *builder) goBuild(ctx context.Context, wrapper, mod, version string, rep
 		args = append(args, "-ldflags", ldflags)
 	}
 	args = append(args, pkgs...)
-	_, err := b.run(ctx, wrapper, "go", args...)
+	_, err := b.goCmd(ctx, wrapper, args...)
 	return err
 }
 
-func (b *builder) run(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+func (b *builder) goCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = b.env
 	var stdout, stderr bytes.Buffer
@@ -397,7 +400,7 @@ func (b *builder) run(ctx context.Context, dir, name string, args ...string) ([]
 		if len(msg) > 4000 {
 			msg = "…" + msg[len(msg)-4000:]
 		}
-		return nil, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, msg)
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
 	}
 	return stdout.Bytes(), nil
 }
