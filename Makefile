@@ -4,12 +4,13 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/bin
 GOLANGCI_LINT := bin/golangci-lint
+CONTROLLER_GEN := bin/controller-gen
 # Control-plane binaries: KUBEBUILDER_ASSETS if set, else built once into the
 # user cache (~10-15 min cold on 2 cores, instant afterwards).
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all test promtool assets fmt-check vet lint unit demo clean help
+.PHONY: all test generate verify-generated promtool assets fmt-check vet lint unit demo clean help
 
 all: test
 
@@ -19,7 +20,7 @@ help: ## list targets
 assets: ## build (or find) the control-plane binaries; prints their directory
 	@$(ASSETS_CMD)
 
-test: fmt-check vet lint promtool ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
+test: fmt-check verify-generated vet lint promtool ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
 	@dir=$$($(ASSETS_CMD)); echo "control-plane binaries: $$dir"; \
 	KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...
 
@@ -49,3 +50,14 @@ clean: ## remove local tool binaries (not the control-plane cache)
 
 promtool: ## make sure promtool is installed (Debian's prometheus package); the observability tests run it
 	@hack/ensure-promtool.sh >/dev/null
+
+$(CONTROLLER_GEN): tools/go.mod tools/go.sum
+	@mkdir -p $(BIN)
+	cd tools && $(GO) build -o $(CURDIR)/$(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuilder markers
+	$(CONTROLLER_GEN) object paths=./examples/...
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/webapp/api/... output:crd:artifacts:config=examples/webapp/config/crd
+
+verify-generated: generate ## fail when generated files are not up to date
+	@git diff --exit-code -- examples || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }

@@ -5,4 +5,6 @@ package tools
 
 import (
 	_ "github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
+	_ "golang.org/x/vuln/cmd/govulncheck"
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 )
