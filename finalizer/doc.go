@@ -1,0 +1,113 @@
+// Package finalizer runs ordered, restartable cleanup before a Kubernetes
+// object is deleted, and removes its finalizer only when cleanup is verified
+// complete.
+//
+// # Guarantees
+//
+// For one [Finalizer] named N on objects of type T, called from a
+// controller's Reconcile (one worker per object at a time, as
+// controller-runtime ensures):
+//
+//  1. Never lost, never clobbered. N is added and removed with JSON patches
+//     that test what they change: adding tests the whole finalizer list that
+//     was read, removing tests that N is at the index being removed, and
+//     every patch tests metadata.uid. A concurrent writer's finalizers,
+//     labels and annotations are never overwritten; on a failed test (or a
+//     conflict) the object is re-read and the patch rebuilt, at most
+//     [WithMaxAttempts] times, after which the error is returned.
+//  2. Removed only when cleanup is done. N is removed only after every step,
+//     in order, has returned [Done] — which a step must return only once the
+//     external thing is verified gone. Errors, panics (recovered, reported
+//     with the step name), [Pending] results, blocked destructive steps and
+//     passed deadlines all keep N. Nothing here removes N silently.
+//  3. Progress survives restarts. Finished steps are recorded in
+//     [ProgressAnnotation] on the object whenever a reconcile ends with N
+//     still needed, and a step is skipped once it is recorded (or once this
+//     process has seen it finish). The record lives on the object, so an
+//     object deleted and re-created under the same name starts clean, and a
+//     patch never applies to an object with another UID.
+//  4. At-least-once, not exactly-once. A step that finished but whose
+//     completion was not yet written runs again after a crash, a lost write
+//     or a restart: by default this window covers every step that finished
+//     in the interrupted reconcile. Steps must therefore be idempotent
+//     ("delete if it exists", "snapshot unless a snapshot with this ID
+//     exists"). A step marked [Checkpoint] (or all of them, with
+//     [WithCheckpointEveryStep]) is recorded before the next step starts,
+//     which narrows the window to the step itself: between its side effect
+//     and the write that records it. No library can close that window; a
+//     step that must not repeat has to detect its own earlier side effect
+//     (look the thing up, or record a marker of its own first).
+//  5. One write per clean delete. When every step finishes in one
+//     reconcile, the only write is the patch that removes N (and the
+//     progress annotation, in the same patch); no status, no event.
+//     Progress, conditions and events cost writes only when deletion does
+//     not finish at once.
+//  6. Destructive steps need consent. A step marked [Destructive] runs only
+//     when the object carries [AllowDataLossAnnotation]: "true". Until then
+//     the FinalizerCleanup condition (reason DeletionBlocked) and an event
+//     say which annotation to add, and the object is looked at again only on
+//     its next event or after [WithBlockedRequeue] (10 minutes): no hot loop.
+//  7. Stuck deletions are visible. Past [WithDeadline] after
+//     deletionTimestamp, the object gets Stalled=True (reason StuckDeleting,
+//     naming the step), one Warning event and one [Observer.StuckDeletion]
+//     call per process. Cleanup continues; N stays.
+//  8. Gone is fine. A 404 (or another UID under the name) ends the work with
+//     no error.
+//
+// Assumptions: the object is not edited to remove N by hand while cleanup
+// runs (that deletes it without cleanup, which the API allows); conditions
+// are written through the status subresource; steps do not modify the
+// object passed to them.
+//
+// # Usage
+//
+// Build one Finalizer per controller and call it first in Reconcile:
+//
+//	fin, err := finalizer.New[*v1.Volume](mgr.GetClient(), "storage.example.com/cleanup",
+//		finalizer.WithStep("snapshot", snapshot),
+//		finalizer.WithStep("detach", detach),
+//		finalizer.WithStep("delete", deleteDisk, finalizer.Destructive()),
+//		finalizer.WithAPIReader(mgr.GetAPIReader()),
+//		finalizer.WithEventRecorder(mgr.GetEventRecorder("volume-controller")),
+//		finalizer.WithDeadline(30*time.Minute),
+//		finalizer.WithConditions(func(v *v1.Volume) *[]metav1.Condition { return &v.Status.Conditions }),
+//	)
+//
+//	func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+//		vol := &v1.Volume{}
+//		if err := r.Get(ctx, req.NamespacedName, vol); err != nil {
+//			return ctrl.Result{}, client.IgnoreNotFound(err)
+//		}
+//		res, err := r.fin.Reconcile(ctx, vol)
+//		if err != nil || res.Deleting {
+//			return res.Result, err
+//		}
+//		// normal reconcile; vol carries the finalizer
+//	}
+//
+// A step reports progress explicitly:
+//
+//	func deleteDisk(ctx context.Context, v *v1.Volume) (finalizer.StepResult, error) {
+//		disk, err := cloud.Get(ctx, v.Status.DiskID)
+//		switch {
+//		case cloud.IsNotFound(err):
+//			return finalizer.Done(), nil // verified gone
+//		case err != nil:
+//			return finalizer.StepResult{}, err // condition + event, backoff
+//		case disk.State != "deleting":
+//			if err := cloud.Delete(ctx, disk.ID); err != nil {
+//				return finalizer.StepResult{}, err
+//			}
+//		}
+//		return finalizer.Pending(15 * time.Second), nil // check again later
+//	}
+//
+// Dependents that ownerReferences cannot express — in another namespace, or
+// cluster-scoped objects owned by a namespaced one — are deleted by a step
+// that deletes them and returns Done only once a Get returns NotFound (see
+// the Example functions).
+//
+// Do not filter the controller's watch with GenerationChangedPredicate if
+// you use Destructive steps: adding the annotation does not change the
+// generation, so the blocked deletion would wait for the blocked requeue.
+package finalizer

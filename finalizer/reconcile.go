@@ -1,0 +1,554 @@
+package finalizer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Result tells the caller of [Finalizer.Reconcile] what happened.
+type Result struct {
+	// Result is what the caller's Reconcile should return when Deleting is
+	// true (RequeueAfter is set while cleanup waits for something).
+	reconcile.Result
+	// Deleting means the object has a deletionTimestamp or no longer exists:
+	// the caller must not run its normal reconcile logic, and should return
+	// Result.
+	Deleting bool
+	// Gone means the object no longer exists, or its name now belongs to a
+	// different object (another UID). obj was not updated in that case.
+	Gone bool
+	// Finalized means this call removed the finalizer.
+	Finalized bool
+}
+
+// Reconcile does everything the finalizer needs for obj, which is updated in
+// place with what the API server returns for every write:
+//
+//   - obj is live and lacks the finalizer: adds it with a JSON patch that
+//     tests the finalizer list it read (a concurrent change to the list
+//     fails the test; the object is re-read and the patch rebuilt, at most
+//     WithMaxAttempts times). Result.Deleting is false: carry on.
+//   - obj is live and has it: no request at all.
+//   - obj is being deleted and has it: runs the steps not yet recorded as
+//     done, in order, and removes the finalizer (and ProgressAnnotation, in
+//     the same patch) once every step reported Done. See the package
+//     documentation for failures, deadlines and destructive steps.
+//   - obj is being deleted without it, or is gone (404): nothing to do,
+//     no error.
+//
+// An error is returned for a failing step (wrapped, with the step name: the
+// workqueue retries with backoff) and for API errors other than 404.
+func (f *Finalizer[T]) Reconcile(ctx context.Context, obj T) (Result, error) {
+	if obj.GetDeletionTimestamp().IsZero() {
+		if slices.Contains(obj.GetFinalizers(), f.name) {
+			return Result{}, nil
+		}
+		gone, err := f.patch(ctx, obj, func(cur T) []jsonOp {
+			if !cur.GetDeletionTimestamp().IsZero() || slices.Contains(cur.GetFinalizers(), f.name) {
+				return nil
+			}
+			fin := cur.GetFinalizers()
+			if len(fin) == 0 {
+				// The test on null also passes when the field is absent.
+				return []jsonOp{
+					{Op: "test", Path: "/metadata/finalizers", Value: nil},
+					{Op: "add", Path: "/metadata/finalizers", Value: []string{f.name}},
+				}
+			}
+			return []jsonOp{
+				{Op: "test", Path: "/metadata/finalizers", Value: fin},
+				{Op: "add", Path: "/metadata/finalizers/-", Value: f.name},
+			}
+		})
+		if err != nil {
+			return Result{}, f.wrap(obj, "add finalizer", err)
+		}
+		if gone {
+			return Result{Deleting: true, Gone: true}, nil
+		}
+		if !obj.GetDeletionTimestamp().IsZero() {
+			// The re-read found it being deleted meanwhile; handle that now.
+			return f.Reconcile(ctx, obj)
+		}
+		return Result{}, nil
+	}
+	return f.finalize(ctx, obj)
+}
+
+// outcome of one pass over the steps, when it did not finish.
+type stall struct {
+	step    string
+	reason  string // ReasonCleanupFailed, ReasonDeletionBlocked, or "" for pending
+	message string
+	err     error
+	requeue time.Duration
+}
+
+func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
+	res := Result{Deleting: true}
+	if !slices.Contains(obj.GetFinalizers(), f.name) {
+		return res, nil
+	}
+	uid := obj.GetUID()
+	m, finalized := f.memoFor(uid)
+	if finalized {
+		// A stale cache still shows the object we already finalized.
+		return Result{Deleting: true, Gone: true}, nil
+	}
+	recorded := parseProgress(obj.GetAnnotations()[ProgressAnnotation])
+	done := union(recorded, m.done)
+
+	var st *stall
+	for i, s := range f.steps {
+		if slices.Contains(done, s.name) {
+			continue
+		}
+		if s.destructive && obj.GetAnnotations()[AllowDataLossAnnotation] != "true" {
+			st = &stall{
+				step:   s.name,
+				reason: ReasonDeletionBlocked,
+				message: fmt.Sprintf("cleanup step %q deletes data and needs explicit consent: add the annotation %s: \"true\" to %s to proceed",
+					s.name, AllowDataLossAnnotation, objectRef(obj)),
+				requeue: f.blockedRequeue,
+			}
+			break
+		}
+		r, err := f.runStep(ctx, obj, s)
+		if err != nil {
+			st = &stall{step: s.name, reason: ReasonCleanupFailed, message: fmt.Sprintf("cleanup step %q failed: %v", s.name, err), err: err}
+			break
+		}
+		if !r.Done {
+			d := r.RequeueAfter
+			if d <= 0 {
+				d = f.pendingRequeue
+			}
+			st = &stall{step: s.name, message: fmt.Sprintf("waiting for cleanup step %q to finish", s.name), requeue: d}
+			break
+		}
+		done = append(done, s.name)
+		f.remember(uid, done)
+		if (s.checkpoint || f.checkpointAll) && i < len(f.steps)-1 {
+			if _, err := f.recordProgress(ctx, obj, done); err != nil {
+				return res, f.wrap(obj, "record progress", err)
+			}
+		}
+	}
+
+	if st == nil {
+		return f.removeFinalizer(ctx, obj)
+	}
+
+	var errs []error
+	if st.err != nil {
+		errs = append(errs, fmt.Errorf("step %q: %w", st.step, st.err))
+	}
+	if !slices.Equal(done, recorded) {
+		gone, err := f.recordProgress(ctx, obj, done)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("record progress: %w", err))
+		}
+		if gone {
+			f.forget(uid)
+			return Result{Deleting: true, Gone: true}, nil
+		}
+	}
+	gone, err := f.report(ctx, obj, m, st)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if gone {
+		f.forget(uid)
+		return Result{Deleting: true, Gone: true}, nil
+	}
+	if len(errs) > 0 {
+		return res, f.wrap(obj, "cleanup", errors.Join(errs...))
+	}
+	res.RequeueAfter = st.requeue
+	if f.deadline > 0 {
+		if left := f.deadline - f.sinceDeletion(obj); left > 0 && left < res.RequeueAfter {
+			res.RequeueAfter = left + time.Second // deletionTimestamp has second precision
+		}
+	}
+	return res, nil
+}
+
+// report sets conditions, emits events and tells the observer about a
+// deletion that did not finish in this reconcile.
+func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall) (gone bool, err error) {
+	since := f.sinceDeletion(obj)
+	stuck := f.deadline > 0 && since >= f.deadline
+	var conds []metav1.Condition
+	switch st.reason {
+	case ReasonCleanupFailed, ReasonDeletionBlocked:
+		conds = append(conds, metav1.Condition{Type: ConditionCleanup, Status: metav1.ConditionFalse, Reason: st.reason, Message: st.message})
+	default:
+		// Only a previous failure is cleared; a smooth deletion writes no status.
+		if f.conds != nil {
+			if c := meta.FindStatusCondition(f.conds.get(obj), ConditionCleanup); c != nil && c.Status == metav1.ConditionFalse {
+				conds = append(conds, metav1.Condition{Type: ConditionCleanup, Status: metav1.ConditionUnknown, Reason: ReasonCleanupInProgress, Message: st.message})
+			}
+		}
+	}
+	if stuck {
+		conds = append(conds, metav1.Condition{
+			Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonStuckDeleting,
+			Message: fmt.Sprintf("deletion has not finished %s after it was requested (deadline %s): %s",
+				since.Truncate(time.Second), f.deadline, st.message),
+		})
+	}
+	for i := range conds {
+		conds[i].Message = truncate(conds[i].Message, maxConditionMessage)
+	}
+	gone, err = f.setConditions(ctx, obj, conds)
+	if gone {
+		return true, nil
+	}
+	switch st.reason {
+	case ReasonCleanupFailed:
+		f.event(obj, ReasonCleanupFailed, st.message)
+	case ReasonDeletionBlocked:
+		if m.blockedReported != st.step {
+			f.event(obj, ReasonDeletionBlocked, st.message)
+			f.update(obj.GetUID(), func(m *memo) { m.blockedReported = st.step })
+		}
+	}
+	if stuck && !m.stuckReported {
+		f.event(obj, ReasonStuckDeleting, conds[len(conds)-1].Message)
+		f.observer.StuckDeletion(obj, st.step, since)
+		f.update(obj.GetUID(), func(m *memo) { m.stuckReported = true })
+	}
+	if err != nil {
+		return false, fmt.Errorf("set conditions: %w", err)
+	}
+	return false, nil
+}
+
+func (f *Finalizer[T]) removeFinalizer(ctx context.Context, obj T) (Result, error) {
+	since := f.sinceDeletion(obj)
+	removed := false
+	gone, err := f.patch(ctx, obj, func(cur T) []jsonOp {
+		i := slices.Index(cur.GetFinalizers(), f.name)
+		if i < 0 {
+			return nil
+		}
+		removed = true
+		p := fmt.Sprintf("/metadata/finalizers/%d", i)
+		ops := []jsonOp{{Op: "test", Path: p, Value: f.name}, {Op: "remove", Path: p}}
+		if v, ok := cur.GetAnnotations()[ProgressAnnotation]; ok {
+			ap := "/metadata/annotations/" + escapePointer(ProgressAnnotation)
+			ops = append(ops, jsonOp{Op: "test", Path: ap, Value: v}, jsonOp{Op: "remove", Path: ap})
+		}
+		return ops
+	})
+	if err != nil {
+		return Result{Deleting: true}, f.wrap(obj, "remove finalizer", err)
+	}
+	f.markFinalized(obj.GetUID())
+	if removed || gone {
+		// A 404 after the last step means someone else removed the object;
+		// either way cleanup is complete.
+		f.observer.Finalized(obj, since)
+	}
+	return Result{Deleting: true, Gone: gone, Finalized: removed && !gone}, nil
+}
+
+// recordProgress merges done into ProgressAnnotation.
+func (f *Finalizer[T]) recordProgress(ctx context.Context, obj T, done []string) (bool, error) {
+	return f.patch(ctx, obj, func(cur T) []jsonOp {
+		if !slices.Contains(cur.GetFinalizers(), f.name) {
+			return nil
+		}
+		ann := cur.GetAnnotations()
+		old, had := ann[ProgressAnnotation]
+		merged := union(parseProgress(old), done)
+		val := strings.Join(merged, ",")
+		if had && val == old {
+			return nil
+		}
+		p := "/metadata/annotations/" + escapePointer(ProgressAnnotation)
+		switch {
+		case ann == nil:
+			return []jsonOp{
+				{Op: "test", Path: "/metadata/annotations", Value: nil},
+				{Op: "add", Path: "/metadata/annotations", Value: map[string]string{ProgressAnnotation: val}},
+			}
+		case had:
+			return []jsonOp{{Op: "test", Path: p, Value: old}, {Op: "replace", Path: p, Value: val}}
+		default:
+			return []jsonOp{{Op: "test", Path: p, Value: nil}, {Op: "add", Path: p, Value: val}}
+		}
+	})
+}
+
+type jsonOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// MarshalJSON keeps "value": null for test operations, which omitempty drops.
+func (o jsonOp) MarshalJSON() ([]byte, error) {
+	if o.Op == "test" || o.Value != nil {
+		return json.Marshal(struct {
+			Op    string `json:"op"`
+			Path  string `json:"path"`
+			Value any    `json:"value"`
+		}{o.Op, o.Path, o.Value})
+	}
+	return json.Marshal(struct {
+		Op   string `json:"op"`
+		Path string `json:"path"`
+	}{o.Op, o.Path})
+}
+
+// patch sends the JSON patch build returns for the freshest known state of
+// obj, guarded by a test on obj's UID; on a conflict or a failed test it
+// re-reads the object and rebuilds. build returning nil means nothing is left
+// to do. gone reports a 404 or a different UID (obj is then not updated).
+func (f *Finalizer[T]) patch(ctx context.Context, obj T, build func(cur T) []jsonOp) (gone bool, err error) {
+	uid := obj.GetUID()
+	for attempt := 1; ; attempt++ {
+		ops := build(obj)
+		if ops == nil {
+			return false, nil
+		}
+		ops = append([]jsonOp{{Op: "test", Path: "/metadata/uid", Value: uid}}, ops...)
+		data, err := json.Marshal(ops)
+		if err != nil {
+			return false, err
+		}
+		err = f.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, data))
+		switch {
+		case err == nil:
+			return false, nil
+		case isNotFound(err):
+			return true, nil
+		case !isRace(err) || attempt >= f.maxAttempts:
+			return false, err
+		}
+		if gone, rerr := f.reread(ctx, obj); gone || rerr != nil {
+			return gone, rerr
+		}
+	}
+}
+
+// setConditions applies conds to obj's status through the status subresource
+// with an optimistic lock, re-reading on conflict.
+func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds []metav1.Condition) (gone bool, err error) {
+	if f.conds == nil || len(conds) == 0 {
+		return false, nil
+	}
+	now := metav1.NewTime(f.clock.Now())
+	for attempt := 1; ; attempt++ {
+		before, ok := obj.DeepCopyObject().(T)
+		if !ok {
+			return false, fmt.Errorf("DeepCopyObject of %T returned another type", obj)
+		}
+		list := slices.Clone(f.conds.get(obj))
+		changed := false
+		for _, c := range conds {
+			c.ObservedGeneration = obj.GetGeneration()
+			c.LastTransitionTime = now
+			if meta.SetStatusCondition(&list, c) {
+				changed = true
+			}
+		}
+		if !changed {
+			return false, nil
+		}
+		f.conds.set(obj, list)
+		err := f.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			return false, nil
+		case isNotFound(err):
+			return true, nil
+		case !isRace(err) || attempt >= f.maxAttempts:
+			f.conds.set(obj, f.conds.get(before))
+			return false, err
+		}
+		if gone, rerr := f.reread(ctx, obj); gone || rerr != nil {
+			return gone, rerr
+		}
+	}
+}
+
+// reread replaces obj's contents with the API's current object, unless that
+// object is gone or is another object (different UID) with the same name.
+func (f *Finalizer[T]) reread(ctx context.Context, obj T) (gone bool, err error) {
+	fresh, ok := obj.DeepCopyObject().(T)
+	if !ok {
+		return false, fmt.Errorf("DeepCopyObject of %T returned another type", obj)
+	}
+	if err := f.reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		if isNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if fresh.GetUID() != obj.GetUID() {
+		return true, nil
+	}
+	dst, src := reflect.ValueOf(obj), reflect.ValueOf(fresh)
+	if dst.Kind() != reflect.Pointer || dst.Elem().Kind() != reflect.Struct {
+		return false, fmt.Errorf("%T is not a pointer to a struct", obj)
+	}
+	dst.Elem().Set(src.Elem())
+	return false, nil
+}
+
+func (f *Finalizer[T]) runStep(ctx context.Context, obj T, s step[T]) (res StepResult, err error) {
+	start := f.clock.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			log.FromContext(ctx).Error(fmt.Errorf("%v", r), "cleanup step panicked", "finalizer", f.name, "step", s.name, "stack", string(debug.Stack()))
+			res, err = StepResult{}, fmt.Errorf("panic: %v", r)
+		}
+		f.observer.StepFinished(obj, s.name, f.clock.Since(start), err == nil && res.Done, err)
+	}()
+	return s.run(ctx, obj)
+}
+
+func (f *Finalizer[T]) event(obj T, reason, msg string) {
+	if f.recorder != nil {
+		f.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Finalize", "%s", truncate(msg, maxEventNote))
+	}
+}
+
+func (f *Finalizer[T]) sinceDeletion(obj T) time.Duration {
+	ts := obj.GetDeletionTimestamp()
+	if ts == nil {
+		return 0
+	}
+	return f.clock.Since(ts.Time)
+}
+
+func (f *Finalizer[T]) wrap(obj T, what string, err error) error {
+	return fmt.Errorf("finalizer %s: %s %s: %w", f.name, what, objectRef(obj), err)
+}
+
+// memoFor returns a copy of what this process knows about uid, and whether
+// it already removed the finalizer from that object.
+func (f *Finalizer[T]) memoFor(uid types.UID) (memo, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.seen[uid]
+	if !ok {
+		return memo{}, false
+	}
+	return memo{done: slices.Clone(m.done), stuckReported: m.stuckReported, blockedReported: m.blockedReported}, !m.finalizedAt.IsZero()
+}
+
+func (f *Finalizer[T]) update(uid types.UID, fn func(*memo)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.seen[uid]
+	if !ok {
+		m = &memo{}
+		f.seen[uid] = m
+	}
+	fn(m)
+}
+
+func (f *Finalizer[T]) remember(uid types.UID, done []string) {
+	f.update(uid, func(m *memo) { m.done = union(m.done, done) })
+}
+
+func (f *Finalizer[T]) forget(uid types.UID) {
+	f.mu.Lock()
+	delete(f.seen, uid)
+	f.mu.Unlock()
+}
+
+// finalizedRetention is how long a finalized UID is remembered, to ignore
+// stale cached copies of an object that is already gone.
+const finalizedRetention = 2 * time.Minute
+
+func (f *Finalizer[T]) markFinalized(uid types.UID) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen[uid] = &memo{finalizedAt: now}
+	if now.Sub(f.lastPruned) < finalizedRetention {
+		return
+	}
+	f.lastPruned = now
+	for k, m := range f.seen {
+		if !m.finalizedAt.IsZero() && now.Sub(m.finalizedAt) > finalizedRetention {
+			delete(f.seen, k)
+		}
+	}
+}
+
+func parseProgress(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// union returns a followed by the elements of b not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func objectRef(obj client.Object) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// isRace reports a write lost to another writer: a resourceVersion conflict,
+// or a JSON patch whose test (or remove of a since-removed key) failed, which
+// the API server reports as 422 Invalid.
+func isRace(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
+
+// API limits: events.k8s.io/v1 note and metav1.Condition message lengths.
+const (
+	maxEventNote        = 1024
+	maxConditionMessage = 32768
+)
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
