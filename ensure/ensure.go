@@ -1,0 +1,800 @@
+package ensure
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/csaupgrade"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Labels and annotations ensure writes on every child it creates or adopts.
+const (
+	// LabelOwnerUID holds the owner's UID. Every child carries it, whether or
+	// not it also has an ownerReference, so pruning finds children with a
+	// label selector on the cache and adoption checks can see a foreign owner
+	// even where ownerReferences cannot express it (cluster-scoped and
+	// cross-namespace children).
+	LabelOwnerUID = "ensure.opkit.dev/owner-uid"
+	// LabelManager holds the Ensurer's field owner (or "h-" and a hash of it
+	// when it is not a valid label value), so two Ensurers sharing an owner
+	// never prune each other's children.
+	LabelManager = "ensure.opkit.dev/manager"
+	// AnnotationOwner names the owner for humans and error messages, as
+	// "Kind.group namespace/name" ("Kind name" for a cluster-scoped owner in
+	// the core group).
+	AnnotationOwner = "ensure.opkit.dev/owner"
+)
+
+// Errors, matched with errors.Is. Every error ensure returns names the object
+// (GVK and namespace/name). The ones below are also wrapped with
+// reconcile.TerminalError: retrying the same declaration cannot succeed.
+var (
+	// ErrInvalid: the declaration cannot be written as given (no name, a
+	// generateName, a namespace the Ensurer does not allow, a kind the scheme
+	// does not know, a duplicate, or a 422 Invalid answer from the API server).
+	ErrInvalid = errors.New("invalid desired object")
+	// ErrNotOwned: an object exists at the desired name and is linked to
+	// another owner (or to none), and the adoption policy forbids taking it.
+	ErrNotOwned = errors.New("object exists and is not owned by this owner")
+	// ErrImmutable: the API server rejected the change because it touches an
+	// immutable field, and [WithRecreateOnImmutable] is not set.
+	ErrImmutable = errors.New("declared change touches an immutable field")
+)
+
+// recentTTL bounds how long an object this Ensurer created (or read past the
+// cache after AlreadyExists) stands in for a cache
+// that has not seen it yet. Informers deliver within milliseconds; a record
+// this old means the object was deleted before the cache caught up.
+const recentTTL = time.Minute
+
+// Ensurer makes declared child objects exist as declared. It is safe for
+// concurrent use by many reconcile workers; create one per controller (it
+// remembers its recent creates) and reuse it.
+type Ensurer struct {
+	c              client.Client
+	scheme         *runtime.Scheme
+	apiReader      client.Reader
+	fieldOwner     string
+	managerLabel   string
+	strategy       Strategy
+	adopt          AdoptionPolicy
+	recreate       bool
+	pruneProtos    []client.Object
+	prune          []schema.GroupVersionKind
+	migrateFrom    map[string]bool
+	observer       Observer
+	now            func() time.Time
+	crossNamespace bool
+
+	mu      sync.Mutex
+	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
+	deleted map[types.UID]time.Time
+}
+
+type objectKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+type record struct {
+	live map[string]any
+	at   time.Time
+}
+
+// New returns an Ensurer writing through c as field manager fieldOwner. c is
+// normally the manager's client: reads come from its cache, which is what
+// makes a no-op reconcile free. Unstructured declarations are read from the
+// cache only when c's cache options enable unstructured caching.
+func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
+	if c == nil {
+		return nil, errors.New("ensure: nil client")
+	}
+	if fieldOwner == "" {
+		return nil, errors.New("ensure: empty field owner")
+	}
+	e := &Ensurer{
+		c: c, scheme: c.Scheme(), apiReader: c, fieldOwner: fieldOwner,
+		migrateFrom: map[string]bool{}, observer: nopObserver{}, now: time.Now,
+		recent: map[objectKey]record{}, deleted: map[types.UID]time.Time{},
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	e.migrateFrom[fieldOwner] = true
+	e.managerLabel = fieldOwner
+	if len(validation.IsValidLabelValue(fieldOwner)) > 0 {
+		sum := sha256.Sum256([]byte(fieldOwner))
+		e.managerLabel = "h-" + hex.EncodeToString(sum[:])[:40]
+	}
+	for _, p := range e.pruneProtos {
+		gvk, err := apiutil.GVKForObject(p, e.scheme)
+		if err != nil {
+			return nil, fmt.Errorf("ensure: prune kind %T: %w", p, err)
+		}
+		e.prune = append(e.prune, gvk)
+	}
+	return e, nil
+}
+
+// FieldOwner returns the field manager name the Ensurer writes with.
+func (e *Ensurer) FieldOwner() string { return e.fieldOwner }
+
+type ownerInfo struct {
+	gvk        schema.GroupVersionKind
+	uid        types.UID
+	namespace  string
+	name       string
+	annotation string
+}
+
+func (e *Ensurer) ownerOf(owner client.Object) (ownerInfo, error) {
+	if owner == nil {
+		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: nil owner: %w", ErrInvalid))
+	}
+	gvk, err := apiutil.GVKForObject(owner, e.scheme)
+	if err != nil {
+		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: owner %s: %w: %w", owner.GetName(), ErrInvalid, err))
+	}
+	if owner.GetUID() == "" {
+		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: owner %s %s/%s has no UID (read it from the API first): %w",
+			gvk.Kind, owner.GetNamespace(), owner.GetName(), ErrInvalid))
+	}
+	oi := ownerInfo{gvk: gvk, uid: owner.GetUID(), namespace: owner.GetNamespace(), name: owner.GetName()}
+	kind := gvk.Kind
+	if gvk.Group != "" {
+		kind += "." + gvk.Group
+	}
+	if oi.namespace != "" {
+		oi.annotation = kind + " " + oi.namespace + "/" + oi.name
+	} else {
+		oi.annotation = kind + " " + oi.name
+	}
+	return oi, nil
+}
+
+// Ensure makes every desired object exist as declared, as a child of owner,
+// then prunes (see [WithPrune]). A desired object declares the fields the
+// operator manages; see the package documentation for what "declared" means
+// and what is never touched. Objects are handled in order; the first error
+// stops the call (later objects and pruning wait for the retry) and the
+// ChangeSet holds what was done before it. desired objects are not modified.
+func (e *Ensurer) Ensure(ctx context.Context, owner client.Object, desired ...client.Object) (ChangeSet, error) {
+	oi, err := e.ownerOf(owner)
+	if err != nil {
+		return nil, err
+	}
+	cs := make(ChangeSet, 0, len(desired))
+	keep := make(map[objectKey]bool, len(desired))
+	for _, d := range desired {
+		t, err := e.target(oi, d)
+		if err != nil {
+			return cs, err
+		}
+		if keep[t.key] {
+			return cs, reconcile.TerminalError(fmt.Errorf("ensure: %s declared twice: %w", t, ErrInvalid))
+		}
+		keep[t.key] = true
+		decl, err := declared(d)
+		if err != nil {
+			return cs, reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrInvalid, err))
+		}
+		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
+		t.proto = e.emptyLike(d, t.key.gvk)
+		ch, _, err := e.ensure(ctx, oi, t, e.strategy)
+		if ch.Action != "" {
+			cs = append(cs, ch)
+			e.observer.ObserveChange(ctx, ch)
+		}
+		if err != nil {
+			return cs, err
+		}
+	}
+	pruned, err := e.pruneExcept(ctx, oi, keep)
+	for _, ch := range pruned {
+		e.observer.ObserveChange(ctx, ch)
+	}
+	return append(cs, pruned...), err
+}
+
+// CreateOrPatch is controllerutil.CreateOrUpdate done right, for code written
+// in that style: it reads obj (by its name and namespace) from the cache,
+// calls mutate, and then creates obj, or sends a JSON merge patch of only the
+// fields mutate set to a value that differs from the live object — no write
+// at all when there is none. A field mutate leaves zero or unset (as happens
+// when it assigns a whole desired spec, forgetting server defaults, an HPA's
+// replicas, …) is not a change: it is left as it is. Lists mutate changed are
+// replaced whole under an optimistic lock. obj holds the live object
+// afterwards. mutate must not change the name or namespace, and must be
+// idempotent: when a create meets AlreadyExists (a stale cache) it runs again
+// on the live object. It always uses
+// [MergePatch], whatever the Ensurer's strategy, and never prunes.
+func (e *Ensurer) CreateOrPatch(ctx context.Context, owner, obj client.Object, mutate func() error) (Change, error) {
+	oi, err := e.ownerOf(owner)
+	if err != nil {
+		return Change{}, err
+	}
+	t, err := e.target(oi, obj)
+	if err != nil {
+		return Change{}, err
+	}
+	obj.SetNamespace(t.key.namespace)
+	t.proto = obj
+	t.declare = func(live map[string]any) (map[string]any, error) {
+		if live != nil {
+			if err := e.fill(obj, live); err != nil {
+				return nil, err
+			}
+		}
+		if err := mutate(); err != nil {
+			return nil, err
+		}
+		if obj.GetName() != t.key.name || obj.GetNamespace() != t.key.namespace {
+			return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: mutate changed the name or namespace: %w", t, ErrInvalid))
+		}
+		return declared(obj)
+	}
+	ch, live, err := e.ensure(ctx, oi, t, MergePatch)
+	if live != nil {
+		if ferr := e.fill(obj, live); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if ch.Action != "" {
+		e.observer.ObserveChange(ctx, ch)
+	}
+	return ch, err
+}
+
+func (e *Ensurer) fill(obj client.Object, live map[string]any) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.Object = runtime.DeepCopyJSON(live)
+		return nil
+	}
+	// Start from zero so fields the live object lacks do not linger.
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(live), obj)
+}
+
+// target is one object to ensure.
+type target struct {
+	key       objectKey
+	ownerRef  bool // linked by a controller ownerReference as well as labels
+	proto     client.Object
+	declare   func(live map[string]any) (map[string]any, error)
+	ownerInfo ownerInfo
+}
+
+func (t *target) String() string {
+	kind := t.key.gvk.Kind
+	if t.key.gvk.Group != "" {
+		kind += "." + t.key.gvk.Group
+	}
+	if t.key.namespace == "" {
+		return kind + " " + t.key.name
+	}
+	return kind + " " + t.key.namespace + "/" + t.key.name
+}
+
+func (t *target) change(a Action) Change {
+	return Change{GVK: t.key.gvk, Namespace: t.key.namespace, Name: t.key.name, Action: a}
+}
+
+// target validates d's identity and placement.
+func (e *Ensurer) target(oi ownerInfo, d client.Object) (*target, error) {
+	if d == nil {
+		return nil, reconcile.TerminalError(fmt.Errorf("ensure: nil desired object: %w", ErrInvalid))
+	}
+	gvk, err := apiutil.GVKForObject(d, e.scheme)
+	if err != nil || gvk.Kind == "" || gvk.Version == "" {
+		if err == nil {
+			err = errors.New("no kind or version")
+		}
+		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %T %s/%s: kind not known to the scheme: %w: %w",
+			d, d.GetNamespace(), d.GetName(), ErrInvalid, err))
+	}
+	t := &target{key: objectKey{gvk: gvk, namespace: d.GetNamespace(), name: d.GetName()}, ownerInfo: oi}
+	if t.key.name == "" {
+		msg := "no name"
+		if d.GetGenerateName() != "" {
+			msg = "generateName is not supported (a child needs a stable name)"
+		}
+		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: %s: %w", t, msg, ErrInvalid))
+	}
+	namespaced, err := e.c.IsObjectNamespaced(d)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			// The CRD may not be installed yet; a retry can succeed.
+			return nil, fmt.Errorf("ensure: %s: kind not served by the API server: %w", t, err)
+		}
+		return nil, fmt.Errorf("ensure: %s: %w", t, err)
+	}
+	switch {
+	case !namespaced && t.key.namespace != "":
+		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: kind is cluster-scoped but a namespace is set: %w", t, ErrInvalid))
+	case namespaced && t.key.namespace == "":
+		if oi.namespace == "" {
+			return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: namespaced child of a cluster-scoped owner needs a namespace: %w", t, ErrInvalid))
+		}
+		t.key.namespace = oi.namespace
+	case namespaced && oi.namespace != "" && t.key.namespace != oi.namespace && !e.crossNamespace:
+		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: namespace differs from the owner's (%s) and cross-namespace children are not enabled (WithCrossNamespace): %w",
+			t, oi.namespace, ErrInvalid))
+	}
+	// ownerReferences work within a namespace and from a cluster-scoped owner.
+	t.ownerRef = oi.namespace == "" || (namespaced && t.key.namespace == oi.namespace)
+	return t, nil
+}
+
+func (e *Ensurer) emptyLike(d client.Object, gvk schema.GroupVersionKind) client.Object {
+	if _, ok := d.(runtime.Unstructured); !ok {
+		if o, err := e.scheme.New(gvk); err == nil {
+			if co, ok := o.(client.Object); ok {
+				return co
+			}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// link adds the owner link to a declaration.
+func (e *Ensurer) link(t *target, decl map[string]any) map[string]any {
+	decl["apiVersion"], decl["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
+	md, _ := decl["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		decl["metadata"] = md
+	}
+	md["name"] = t.key.name
+	if t.key.namespace != "" {
+		md["namespace"] = t.key.namespace
+	} else {
+		delete(md, "namespace")
+	}
+	labels, _ := md["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	labels[LabelOwnerUID] = string(t.ownerInfo.uid)
+	labels[LabelManager] = e.managerLabel
+	md["labels"] = labels
+	annotations, _ := md["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	annotations[AnnotationOwner] = t.ownerInfo.annotation
+	md["annotations"] = annotations
+
+	refs, _ := md["ownerReferences"].([]any)
+	kept := refs[:0:0]
+	for _, r := range refs {
+		if m, ok := r.(map[string]any); ok && m["uid"] == string(t.ownerInfo.uid) {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if t.ownerRef {
+		kept = append(kept, map[string]any{
+			"apiVersion":         t.ownerInfo.gvk.GroupVersion().String(),
+			"kind":               t.ownerInfo.gvk.Kind,
+			"name":               t.ownerInfo.name,
+			"uid":                string(t.ownerInfo.uid),
+			"controller":         true,
+			"blockOwnerDeletion": true,
+		})
+	}
+	if len(kept) > 0 {
+		md["ownerReferences"] = kept
+	} else {
+		delete(md, "ownerReferences")
+	}
+	return decl
+}
+
+// ensure brings one object to its declaration and returns the live object
+// as last seen.
+func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy Strategy) (Change, map[string]any, error) {
+	live, err := e.cached(ctx, t)
+	if err != nil {
+		return Change{}, nil, err
+	}
+	if live == nil {
+		decl, err := t.declare(nil)
+		if err != nil {
+			return Change{}, nil, err
+		}
+		decl = e.link(t, decl)
+		created, existing, err := e.create(ctx, t, decl, strategy)
+		if err != nil || created != nil {
+			return t.change(Created), created, err
+		}
+		live = existing
+	}
+	u := &unstructured.Unstructured{Object: live}
+	if u.GetDeletionTimestamp() != nil {
+		return Change{}, live, fmt.Errorf("ensure: %s is being deleted; it is created again once it is gone", t)
+	}
+	adopted := false
+	switch state, who := e.ownership(u, oi); state {
+	case foreign:
+		if e.adopt != AdoptAny {
+			return Change{}, live, reconcile.TerminalError(fmt.Errorf("ensure: %s is controlled by %s, refusing to take it over (WithAdoption(AdoptAny) allows it): %w", t, who, ErrNotOwned))
+		}
+		if live, err = e.dropForeignController(ctx, t, u); err != nil {
+			return Change{}, nil, err
+		}
+		adopted = true
+	case orphan:
+		if e.adopt == AdoptNever {
+			return Change{}, live, reconcile.TerminalError(fmt.Errorf("ensure: %s exists and is not owned by %s, refusing to adopt it (WithAdoption(AdoptOrphans) allows it): %w", t, oi.annotation, ErrNotOwned))
+		}
+	}
+	decl, err := t.declare(live)
+	if err != nil {
+		return Change{}, live, err
+	}
+	decl = e.link(t, decl)
+	var out map[string]any
+	if strategy == ServerSideApply {
+		out, err = e.apply(ctx, t, decl, live)
+	} else {
+		out, err = e.patch(ctx, t, decl, live)
+	}
+	switch {
+	case err != nil && isImmutable(err) && e.recreate:
+		out, err = e.recreateObject(ctx, t, decl, u.GetUID(), strategy)
+		if err != nil {
+			return Change{}, live, err
+		}
+		return t.change(Recreated), out, nil
+	case err != nil:
+		return Change{}, live, classify(t, err)
+	case out == nil && adopted:
+		return t.change(Updated), live, nil
+	case out == nil:
+		return t.change(Unchanged), live, nil
+	}
+	return t.change(Updated), out, nil
+}
+
+// cached reads the object from the client (the cache), falling back to this
+// Ensurer's record of its own recent create while the cache lags behind it.
+func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error) {
+	err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, t.proto)
+	switch {
+	case err == nil:
+		e.mu.Lock()
+		delete(e.recent, t.key)
+		e.mu.Unlock()
+		live, err := liveTree(t.proto)
+		if err != nil {
+			return nil, fmt.Errorf("ensure: %s: %w", t, err)
+		}
+		// Typed objects from a cache may have an empty TypeMeta.
+		live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
+		return live, nil
+	case apierrors.IsNotFound(err):
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if r, ok := e.recent[t.key]; ok {
+			if e.now().Sub(r.at) < recentTTL {
+				return r.live, nil
+			}
+			delete(e.recent, t.key)
+		}
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("ensure: get %s: %w", t, err)
+	}
+}
+
+func (e *Ensurer) remember(t *target, live map[string]any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for k, r := range e.recent {
+		if now.Sub(r.at) >= recentTTL {
+			delete(e.recent, k)
+		}
+	}
+	e.recent[t.key] = record{live: live, at: now}
+}
+
+func (t *target) unstructured(obj map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(t.key.gvk)
+	return u
+}
+
+// readLive gets the object from the API server, bypassing the cache.
+func (e *Ensurer) readLive(ctx context.Context, t *target) (map[string]any, error) {
+	u := t.unstructured(map[string]any{})
+	if err := e.apiReader.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, u); err != nil {
+		return nil, err
+	}
+	return u.Object, nil
+}
+
+// create creates the object. When it turns out to exist already (a cache that
+// has not caught up, or a create by someone else), it returns the live object
+// instead, read once past the cache, for the caller to treat as "exists".
+func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, strategy Strategy) (created, existing map[string]any, err error) {
+	if strategy == ServerSideApply {
+		// An apply creates or updates, so it cannot tell "absent" from "not yet
+		// cached"; one read past the cache keeps the owner check honest.
+		live, err := e.readLive(ctx, t)
+		switch {
+		case err == nil:
+			e.remember(t, live)
+			return nil, live, nil
+		case !apierrors.IsNotFound(err):
+			return nil, nil, fmt.Errorf("ensure: get %s: %w", t, err)
+		}
+		u := t.unstructured(runtime.DeepCopyJSON(decl))
+		// No force: should the object appear meanwhile with another owner's
+		// link, the apply conflicts instead of taking it over.
+		err = e.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.fieldOwner))
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || isSecondController(err) {
+			return e.existing(ctx, t, err)
+		}
+		if err != nil {
+			return nil, nil, classify(t, err)
+		}
+		e.remember(t, u.Object)
+		return u.Object, nil, nil
+	}
+	u := t.unstructured(runtime.DeepCopyJSON(decl))
+	err = e.c.Create(ctx, u, client.FieldOwner(e.fieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		return e.existing(ctx, t, err)
+	}
+	if err != nil {
+		return nil, nil, classify(t, err)
+	}
+	e.remember(t, u.Object)
+	return u.Object, nil, nil
+}
+
+func (e *Ensurer) existing(ctx context.Context, t *target, cause error) (created, existing map[string]any, err error) {
+	live, err := e.readLive(ctx, t)
+	if err != nil {
+		// Not visible to the reader either (deleted meanwhile, or the reader
+		// is a cache): retry later, not in a loop.
+		return nil, nil, fmt.Errorf("ensure: %s exists (%w) but cannot be read: %w", t, cause, err)
+	}
+	e.remember(t, live)
+	return nil, live, nil
+}
+
+type ownershipState int
+
+const (
+	ours ownershipState = iota
+	orphan
+	foreign
+)
+
+// ownership classifies the live object's owner link against oi.
+func (e *Ensurer) ownership(u *unstructured.Unstructured, oi ownerInfo) (ownershipState, string) {
+	for _, r := range u.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller {
+			if r.UID == oi.uid {
+				return ours, ""
+			}
+			return foreign, fmt.Sprintf("%s %s (uid %s)", r.Kind, r.Name, r.UID)
+		}
+	}
+	switch uid := u.GetLabels()[LabelOwnerUID]; uid {
+	case "":
+		return orphan, ""
+	case string(oi.uid):
+		return ours, ""
+	default:
+		who := u.GetAnnotations()[AnnotationOwner]
+		if who == "" {
+			who = "another owner"
+		}
+		return foreign, fmt.Sprintf("%s (uid %s)", who, uid)
+	}
+}
+
+// dropForeignController removes other controllers' ownerReferences (AdoptAny),
+// under an optimistic lock so a concurrent owner change is not overwritten.
+func (e *Ensurer) dropForeignController(ctx context.Context, t *target, u *unstructured.Unstructured) (map[string]any, error) {
+	var refs []metav1.OwnerReference
+	for _, r := range u.GetOwnerReferences() {
+		if r.Controller == nil || !*r.Controller {
+			refs = append(refs, r)
+		}
+	}
+	if refs == nil {
+		refs = []metav1.OwnerReference{}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(), "ownerReferences": refs}})
+	if err != nil {
+		return nil, err
+	}
+	out := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
+	if err := e.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, body), client.FieldOwner(e.fieldOwner)); err != nil {
+		return nil, classify(t, err)
+	}
+	return out.Object, nil
+}
+
+// patch sends the merge patch that makes live hold decl, or nothing.
+func (e *Ensurer) patch(ctx context.Context, t *target, decl, live map[string]any) (map[string]any, error) {
+	keepOthersOwnerRefs(decl, live)
+	if subset(decl, live, exactLists) {
+		return nil, nil
+	}
+	p, replacedList := mergePatch(decl, live)
+	if replacedList {
+		md, _ := p["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			p["metadata"] = md
+		}
+		md["resourceVersion"] = (&unstructured.Unstructured{Object: live}).GetResourceVersion()
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	out := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
+	if err := e.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, body), client.FieldOwner(e.fieldOwner)); err != nil {
+		return nil, err
+	}
+	return out.Object, nil
+}
+
+// apply server-side applies decl unless live already holds it and this field
+// owner owns nothing decl leaves out.
+func (e *Ensurer) apply(ctx context.Context, t *target, decl, live map[string]any) (map[string]any, error) {
+	lu := &unstructured.Unstructured{Object: live}
+	entries := lu.GetManagedFields()
+	legacy := legacyManagers(entries, e.migrateFrom)
+	if legacy == nil && subset(decl, live, keyedSubset) {
+		owned, ok := ownedFields(entries, e.fieldOwner)
+		if !ok || !ownsUndeclared(owned, decl) {
+			return nil, nil
+		}
+	}
+	if legacy != nil {
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(lu, sets.KeySet(legacy), e.fieldOwner)
+		if err != nil {
+			return nil, fmt.Errorf("ensure: %s: migrate managed fields: %w", t, err)
+		}
+		if patch != nil {
+			out := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
+			if err := e.c.Patch(ctx, out, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+				return nil, fmt.Errorf("ensure: %s: migrate managed fields: %w", t, err)
+			}
+		}
+	}
+	u := t.unstructured(runtime.DeepCopyJSON(decl))
+	if err := e.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.fieldOwner), client.ForceOwnership); err != nil {
+		return nil, err
+	}
+	return u.Object, nil
+}
+
+func (e *Ensurer) recreateObject(ctx context.Context, t *target, decl map[string]any, uid types.UID, strategy Strategy) (map[string]any, error) {
+	u := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
+	err := e.c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("ensure: recreate %s: delete: %w", t, err)
+	}
+	created, existing, err := e.create(ctx, t, decl, strategy)
+	if err != nil {
+		return nil, fmt.Errorf("ensure: recreate %s: %w", t, err)
+	}
+	if existing != nil {
+		// Finalizers keep the old object around; the next reconcile creates it.
+		return nil, fmt.Errorf("ensure: recreate %s: the old object is still being deleted", t)
+	}
+	return created, nil
+}
+
+// isImmutable reports whether err is the API server refusing to change an
+// immutable field. There is no dedicated reason, so this reads the field
+// causes' messages, as kubectl replace --force users do.
+func isImmutable(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
+	}
+	msgs := []string{se.Status().Message}
+	if d := se.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			msgs = append(msgs, c.Message)
+		}
+	}
+	for _, m := range msgs {
+		for _, s := range []string{"immutable", "may not change once set", "cannot be changed", "is not allowed to change"} {
+			if containsFold(m, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// classify wraps a write error: 422 Invalid is terminal (the same write fails
+// the same way), immutable-field changes are terminal ErrImmutable, anything
+// else (conflicts, timeouts, throttling, forbidden) is returned for a retry.
+func classify(t *target, err error) error {
+	switch {
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		return err
+	case isImmutable(err):
+		return reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrImmutable, err))
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrInvalid, err))
+	}
+	return fmt.Errorf("ensure: %s: %w", t, err)
+}
+
+// isSecondController reports the API server refusing an object with two
+// controller ownerReferences: ours, and one already on an object the cache
+// did not show.
+func isSecondController(err error) bool {
+	return apierrors.IsInvalid(err) && containsFold(err.Error(), "Only one reference can have Controller set to true")
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// keepOthersOwnerRefs puts the live object's other ownerReferences into decl:
+// a merge patch replaces the list whole, and references other owners added
+// (say, a non-controller owner) are not ours to drop.
+func keepOthersOwnerRefs(decl, live map[string]any) {
+	md, _ := decl["metadata"].(map[string]any)
+	if md == nil {
+		return
+	}
+	mine, _ := md["ownerReferences"].([]any)
+	declared := map[any]bool{}
+	for _, r := range mine {
+		if m, ok := r.(map[string]any); ok {
+			declared[m["uid"]] = true
+		}
+	}
+	liveRefs, _, _ := unstructured.NestedSlice(live, "metadata", "ownerReferences")
+	var merged []any
+	for _, r := range liveRefs {
+		if m, ok := r.(map[string]any); ok && !declared[m["uid"]] {
+			merged = append(merged, m)
+		}
+	}
+	if len(merged) == 0 {
+		return
+	}
+	md["ownerReferences"] = append(merged, mine...)
+}

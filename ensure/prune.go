@@ -1,0 +1,105 @@
+package ensure
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// pruneExcept deletes the owner's children of the prune kinds that this
+// Ensurer linked and keep does not list. Candidates come from a label-selector
+// List on the client (the cache: no request), and each delete carries a UID
+// precondition, so an object recreated meanwhile under the same name by
+// someone else is never deleted.
+func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[objectKey]bool) (ChangeSet, error) {
+	var cs ChangeSet
+	for _, gvk := range e.prune {
+		list := e.listFor(gvk)
+		err := e.c.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel})
+		if err != nil {
+			return cs, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
+		}
+		var items []client.Object
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			if co, ok := o.(client.Object); ok {
+				items = append(items, co)
+			}
+			return nil
+		}); err != nil {
+			return cs, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
+		}
+		for _, obj := range items {
+			key := objectKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
+			// The selector already matched; re-checking guards against a
+			// reader that ignores label selectors.
+			if keep[key] || obj.GetDeletionTimestamp() != nil ||
+				obj.GetLabels()[LabelOwnerUID] != string(oi.uid) || obj.GetLabels()[LabelManager] != e.managerLabel ||
+				e.recentlyDeleted(obj.GetUID()) {
+				continue
+			}
+			t := &target{key: key}
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			u.SetNamespace(key.namespace)
+			u.SetName(key.name)
+			uid := obj.GetUID()
+			err := e.c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				// Gone already, or replaced by another object (UID mismatch).
+				e.markDeleted(uid)
+				continue
+			}
+			if err != nil {
+				return cs, fmt.Errorf("ensure: prune %s: %w", t, err)
+			}
+			e.markDeleted(uid)
+			cs = append(cs, t.change(Deleted))
+		}
+	}
+	return cs, nil
+}
+
+func (e *Ensurer) listFor(gvk schema.GroupVersionKind) client.ObjectList {
+	lgvk := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if o, err := e.scheme.New(lgvk); err == nil {
+		if l, ok := o.(client.ObjectList); ok {
+			return l
+		}
+	}
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(lgvk)
+	return l
+}
+
+// recentlyDeleted keeps a cache that still lists an object this Ensurer just
+// deleted from causing another delete request.
+func (e *Ensurer) recentlyDeleted(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.deleted[uid]
+	if ok && e.now().Sub(at) >= recentTTL {
+		delete(e.deleted, uid)
+		return false
+	}
+	return ok
+}
+
+func (e *Ensurer) markDeleted(uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for u, at := range e.deleted {
+		if now.Sub(at) >= recentTTL {
+			delete(e.deleted, u)
+		}
+	}
+	e.deleted[uid] = now
+}
