@@ -41,9 +41,8 @@ $(GOLANGCI_LINT): tools/go.mod tools/go.sum
 lint: $(GOLANGCI_LINT) ## golangci-lint v2 (pinned in tools/go.mod)
 	$(GOLANGCI_LINT) run ./...
 
-demo: ## run an example operator on an embedded control plane
-	@echo "No example operator exists yet: examples/webapp arrives with the composed reconciler (issue 10)."
-	@echo "Until then, 'make test' exercises the embedded control plane."
+demo: ## run the webapp example operator on an embedded control plane (Ctrl-C to stop)
+	$(GO) run ./examples/webapp $(DEMO_FLAGS)
 
 clean: ## remove local tool binaries (not the control-plane cache)
 	rm -rf $(BIN)
@@ -58,6 +57,7 @@ $(CONTROLLER_GEN): tools/go.mod tools/go.sum
 generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuilder markers
 	$(CONTROLLER_GEN) object paths=./examples/...
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/webapp/api/... output:crd:artifacts:config=examples/webapp/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=webapp-operator paths=./examples/webapp/controller/... output:rbac:artifacts:config=examples/webapp/config/rbac
 
 verify-generated: generate ## fail when generated files are not up to date
 	@git diff --exit-code -- examples || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }

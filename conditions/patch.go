@@ -1,0 +1,126 @@
+package conditions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// StatusPatcher writes an object's status with the smallest possible
+// request: a JSON merge patch of the status subresource computed from the
+// difference between a snapshot and the object, and no request at all when
+// the status did not change. Changes outside status (spec, metadata) are
+// ignored: they are never sent by Patch.
+//
+// A JSON merge patch replaces a list as a whole, so without
+// [WithOptimisticLock] a condition another writer added to the same object
+// since the snapshot is lost; with it, such a race fails with a 409 Conflict
+// instead, which outcome classifies as Conflict (retried at once, quietly).
+type StatusPatcher[T client.Object] struct {
+	before T
+	lock   bool
+}
+
+// PatcherOption configures a [StatusPatcher].
+type PatcherOption func(*patcherOptions)
+
+type patcherOptions struct{ lock bool }
+
+// WithOptimisticLock makes [StatusPatcher.Patch] include
+// metadata.resourceVersion in the patch, so the API server rejects it with
+// 409 Conflict if the object changed since the snapshot.
+func WithOptimisticLock() PatcherOption { return func(o *patcherOptions) { o.lock = true } }
+
+// NewStatusPatcher snapshots obj (a deep copy); take it right after reading
+// the object, before the reconcile changes anything.
+func NewStatusPatcher[T client.Object](obj T, opts ...PatcherOption) *StatusPatcher[T] {
+	var o patcherOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &StatusPatcher[T]{before: obj.DeepCopyObject().(T), lock: o.lock}
+}
+
+// Changed reports whether obj's status differs from the snapshot.
+func (p *StatusPatcher[T]) Changed(obj T) (bool, error) {
+	data, err := p.data(obj)
+	return data != nil, err
+}
+
+// Patch sends the status difference between the snapshot and obj to the
+// status subresource, and returns whether it sent anything. When the status
+// did not change it sends nothing and returns false. On success obj holds the
+// server's response and becomes the new snapshot, so a second Patch in the
+// same reconcile sends only what changed since the first. Errors are wrapped
+// with obj's namespace/name and keep the API error (e.g. a 409 Conflict) for
+// errors.As and outcome.Classify.
+func (p *StatusPatcher[T]) Patch(ctx context.Context, c client.Client, obj T) (bool, error) {
+	data, err := p.data(obj)
+	if err != nil || data == nil {
+		return false, err
+	}
+	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return false, fmt.Errorf("conditions: patch status of %s: %w", describe(obj), err)
+	}
+	p.before = obj.DeepCopyObject().(T)
+	return true, nil
+}
+
+// data returns the merge patch, or nil when the status did not change.
+func (p *StatusPatcher[T]) data(obj T) ([]byte, error) {
+	before, err := statusContent(p.before)
+	if err != nil {
+		return nil, fmt.Errorf("conditions: status of %s: %w", describe(obj), err)
+	}
+	after, err := statusContent(obj)
+	if err != nil {
+		return nil, fmt.Errorf("conditions: status of %s: %w", describe(obj), err)
+	}
+	if equality.Semantic.DeepEqual(before, after) {
+		return nil, nil
+	}
+	// Reuse controller-runtime's merge-patch computation on objects that
+	// hold only the status, so nothing outside status can leak into the patch.
+	from := &unstructured.Unstructured{Object: map[string]any{"status": before}}
+	to := &unstructured.Unstructured{Object: map[string]any{"status": after}}
+	patch := client.MergeFrom(from)
+	if p.lock {
+		rv := p.before.GetResourceVersion()
+		from.SetResourceVersion(rv)
+		to.SetResourceVersion(rv)
+		patch = client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})
+	}
+	data, err := patch.Data(to)
+	if err != nil {
+		return nil, fmt.Errorf("conditions: status patch for %s: %w", describe(obj), err)
+	}
+	if isEmptyPatch(data) {
+		return nil, nil
+	}
+	return data, nil
+}
+
+func isEmptyPatch(data []byte) bool {
+	var m map[string]any
+	return json.Unmarshal(data, &m) == nil && len(m) == 0
+}
+
+// statusContent returns obj's status as unstructured JSON values (nil when absent).
+func statusContent(obj client.Object) (any, error) {
+	var content map[string]any
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		content = u.Object
+	} else {
+		var err error
+		if content, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
+			return nil, err
+		}
+	}
+	return content["status"], nil
+}

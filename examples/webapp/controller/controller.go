@@ -1,0 +1,206 @@
+// Package controller is the webapp example operator's logic, composed from
+// opkit's packages through the reconciler builder: a WebApp becomes a
+// ConfigMap, a Deployment and a Service; its Ready condition summarises the
+// Deployment's Available; a finalizer releases its route from the registry.
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/opkit/opkit/conditions"
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/examples/webapp/registry"
+	"github.com/opkit/opkit/finalizer"
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/outcome"
+	"github.com/opkit/opkit/reconciler"
+)
+
+// Name is the controller's name: field owner, event source, metrics label.
+const Name = "webapp"
+
+// FinalizerName guards the route release.
+const FinalizerName = "apps.example.com/release-route"
+
+// ConditionAvailable mirrors the Deployment's Available condition.
+const ConditionAvailable = "Available"
+
+// Options configure [Setup].
+type Options struct {
+	// Registry receives each WebApp's route; required.
+	Registry *registry.Registry
+	// Observability, when set, wires metrics, traces and events.
+	Observability *observability.Observability
+	// Concurrency is MaxConcurrentReconciles (default 4).
+	Concurrency int
+	// Sharded, when set, limits the controller to WebApps it returns true for.
+	Sharded func(*webappv1.WebApp) bool
+}
+
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Setup registers the webapp controller with mgr.
+func Setup(mgr manager.Manager, o Options) error {
+	if o.Registry == nil {
+		return fmt.Errorf("webapp controller: a registry is required")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	b := reconciler.For(mgr, Name, func() *webappv1.WebApp { return &webappv1.WebApp{} }).
+		Owns(&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+		Finalizer(FinalizerName, finalizer.WithStep("release-route", func(ctx context.Context, app *webappv1.WebApp) (finalizer.StepResult, error) {
+			if !o.Registry.Release(ctx, key(app)) {
+				return finalizer.Pending(2 * time.Second), nil
+			}
+			return finalizer.Done(), nil
+		})).
+		Children(func(_ context.Context, app *webappv1.WebApp) ([]client.Object, error) {
+			return Children(app), nil
+		}).
+		Status(func(ctx context.Context, app *webappv1.WebApp, observed reconciler.Observed) error {
+			return status(ctx, o.Registry, app, observed)
+		}).
+		Observability(o.Observability).
+		Concurrency(o.Concurrency)
+	if o.Sharded != nil {
+		b = b.Sharded(o.Sharded)
+	}
+	return b.Complete()
+}
+
+func key(app *webappv1.WebApp) string { return app.Namespace + "/" + app.Name }
+
+// Labels are the labels of every child and the Deployment's selector.
+func Labels(app *webappv1.WebApp) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "webapp", "app.kubernetes.io/instance": app.Name, "app.kubernetes.io/managed-by": "opkit-webapp"}
+}
+
+// Children declares the ConfigMap, Deployment and Service of app. Only fields
+// the operator manages are set; the Deployment's replicas stay unset when the
+// WebApp leaves them unset, so an autoscaler can own them.
+func Children(app *webappv1.WebApp) []client.Object {
+	labels := Labels(app)
+	port := app.Spec.Port
+	if port == 0 {
+		port = 8080
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name + "-config", Labels: labels},
+		Data:       app.Spec.Config,
+	}
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: app.Spec.Replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: labels,
+					// Config changes roll the pods: the template changes with the data.
+					Annotations: map[string]string{"apps.example.com/config-hash": hash(app.Spec.Config)},
+				},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name:         "web",
+						Image:        app.Spec.Image,
+						Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/webapp", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}},
+					}}},
+				},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: labels},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if app.Spec.Headless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	return []client.Object{cm, dep, svc}
+}
+
+func hash(data map[string]string) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s=%d:%s;", len(k), k, len(data[k]), data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// status mirrors the Deployment into the WebApp and registers its route.
+func status(ctx context.Context, reg *registry.Registry, app *webappv1.WebApp, observed reconciler.Observed) error {
+	dep := &appsv1.Deployment{}
+	if err := observed.Reader.Get(ctx, client.ObjectKey{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
+		return outcome.Transient("DeploymentUnreadable", err)
+	}
+	app.Status.ReadyReplicas = dep.Status.ReadyReplicas
+	app.Status.URL = fmt.Sprintf("http://%s.%s.svc", app.Name, app.Namespace)
+	reg.Register(ctx, key(app), app.Status.URL)
+
+	// The Deployment's own status must describe its current spec before its
+	// Available condition means anything for ours.
+	if dep.Status.ObservedGeneration < dep.Generation {
+		app.Status.Phase = "Progressing"
+		return outcome.DependencyNotReady("DeploymentProgressing", "the Deployment controller has not observed the latest spec yet", 30*time.Second)
+	}
+	if err := conditions.Mirror(app, dep, string(appsv1.DeploymentAvailable), ConditionAvailable,
+		conditions.WithDefault(metav1.ConditionUnknown, conditions.ReasonNotYetReported, "the Deployment has not reported Available yet")); err != nil {
+		return err
+	}
+	if err := conditions.SetSummary(app, conditions.WithPositive(ConditionAvailable), conditions.WithNegative(conditions.Degraded)); err != nil {
+		return err
+	}
+	// Unset replicas belong to whoever scales the Deployment (an autoscaler).
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	if !conditions.IsTrue(app, ConditionAvailable) {
+		app.Status.Phase = "Progressing"
+		return outcome.DependencyNotReady("DeploymentNotAvailable", "waiting for the Deployment to become Available", 30*time.Second)
+	}
+	if dep.Status.UpdatedReplicas < want || dep.Status.ReadyReplicas < want || dep.Status.Replicas > want {
+		// Available but still rolling out: not Ready until every pod runs the current spec.
+		msg := fmt.Sprintf("rollout in progress: %d of %d replicas updated and ready", min(dep.Status.UpdatedReplicas, dep.Status.ReadyReplicas), want)
+		if err := conditions.Set(app, metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionFalse, Reason: "RolloutInProgress", Message: msg}); err != nil {
+			return err
+		}
+		app.Status.Phase = "Progressing"
+		return outcome.DependencyNotReady("RolloutInProgress", msg, 30*time.Second)
+	}
+	app.Status.Phase = "Ready"
+	return nil
+}

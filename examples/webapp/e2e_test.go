@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/opkit/opkit/conditions"
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/examples/webapp/config"
+	"github.com/opkit/opkit/examples/webapp/controller"
+	"github.com/opkit/opkit/examples/webapp/registry"
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	scheme, err := newScheme()
+	if err != nil {
+		panic(err)
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		panic(err)
+	}
+	os.Exit(testenv.RunMain(m, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))
+}
+
+type operator struct {
+	registry *registry.Registry
+	requests *testenv.RequestCounter
+}
+
+// startOperator runs the webapp operator with cfg (the admin by default) until
+// the test ends, watching only namespace ns: other tests' leftovers (being
+// deleted by the namespace controller) stay out of its counts.
+func startOperator(t *testing.T, ns string, cfg *rest.Config) *operator {
+	t.Helper()
+	if cfg == nil {
+		cfg = env.Config
+	}
+	cfg, requests := testenv.CountRequests(cfg)
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Each test runs its own manager with the same controller name.
+		Controller: ctrlConfigSkipNameValidation(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := observability.Setup(mgr, observability.WithRegisterer(newRegistry()), observability.WithoutHealthChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &operator{registry: registry.New(), requests: requests}
+	if err := controller.Setup(mgr, controller.Options{Registry: op.registry, Observability: obs}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return op
+}
+
+func newApp(ns, name string, replicas int32) *webappv1.WebApp {
+	return &webappv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       webappv1.WebAppSpec{Image: "nginx:1.27", Replicas: ptr.To(replicas), Config: map[string]string{"greeting": "hello"}},
+	}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+}
+
+func waitReady(t *testing.T, app *webappv1.WebApp) {
+	t.Helper()
+	ctx := ctxFor(t, 2*time.Minute)
+	waitFor(t, 90*time.Second, "WebApp "+app.Name+" Ready for its generation", func() (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(app, conditions.Ready) && app.Status.ObservedGeneration == app.Generation &&
+			!conditions.IsTrue(app, conditions.Reconciling), nil
+	})
+}
+
+func TestCreateBecomesReadyWithAvailableDeployment(t *testing.T) {
+	ns := env.Namespace(t)
+	op := startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	app := newApp(ns, "shop", 2)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if dep.Status.ReadyReplicas != 2 || app.Status.ReadyReplicas != 2 {
+		t.Fatalf("ready replicas: deployment %d, webapp %d; want 2", dep.Status.ReadyReplicas, app.Status.ReadyReplicas)
+	}
+	if !conditions.IsTrue(app, controller.ConditionAvailable) {
+		t.Fatalf("Available not mirrored: %+v", app.Status.Conditions)
+	}
+	if !metav1.IsControlledBy(&dep, app) {
+		t.Fatal("Deployment is not controlled by the WebApp")
+	}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}} {
+		name := "shop"
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			name = "shop-config"
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			t.Fatalf("child %T: %v", obj, err)
+		}
+	}
+	if url, ok := op.registry.Lookup(ns + "/shop"); !ok || !strings.Contains(url, "shop."+ns) {
+		t.Fatalf("route not registered: %q %v", url, ok)
+	}
+	if app.Status.Phase != "Ready" || app.Finalizers[0] != controller.FinalizerName {
+		t.Fatalf("phase %q finalizers %v", app.Status.Phase, app.Finalizers)
+	}
+}
+
+func TestSpecChangeRollsOutAndUpdatesObservedGeneration(t *testing.T) {
+	ns := env.Namespace(t)
+	startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	app := newApp(ns, "blog", 1)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+	gen := app.Generation
+	app.Spec.Image = "nginx:1.28"
+	app.Spec.Replicas = ptr.To[int32](3)
+	if err := env.Client.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+	if app.Status.ObservedGeneration <= gen {
+		t.Fatalf("observedGeneration %d, want > %d", app.Status.ObservedGeneration, gen)
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "blog"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "nginx:1.28" || dep.Status.UpdatedReplicas != 3 || dep.Status.ReadyReplicas != 3 {
+		t.Fatalf("deployment image %s updated %d ready %d", img, dep.Status.UpdatedReplicas, dep.Status.ReadyReplicas)
+	}
+}
+
+func TestKubectlWaitForReady(t *testing.T) {
+	ns := env.Namespace(t)
+	startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	if err := env.Client.Create(ctx, newApp(ns, "waited", 1)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := env.Kubectl(ctx, "wait", "--for=condition=Ready", "webapps/waited", "-n", ns, "--timeout=90s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "condition met") {
+		t.Fatalf("kubectl wait: %s", out)
+	}
+}
+
+func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
+	ns := env.Namespace(t)
+	op := startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	app := newApp(ns, "gone", 1)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+	if _, ok := op.registry.Lookup(ns + "/gone"); !ok {
+		t.Fatal("route not registered before delete")
+	}
+	if err := env.Client.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "WebApp gone", func() (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), &webappv1.WebApp{})
+		return apierrors.IsNotFound(err), err
+	})
+	if _, ok := op.registry.Lookup(ns + "/gone"); ok {
+		t.Fatal("the finalizer let the WebApp go without releasing its route")
+	}
+	waitFor(t, 60*time.Second, "children garbage-collected", func() (bool, error) {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+			name := "gone"
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				name = "gone-config"
+			}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+func TestSteadyStateMakesNoWrites(t *testing.T) {
+	ns := env.Namespace(t)
+	op := startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	apps := []*webappv1.WebApp{newApp(ns, "a", 1), newApp(ns, "b", 2), newApp(ns, "c", 1)}
+	for _, app := range apps {
+		if err := env.Client.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, app := range apps {
+		waitReady(t, app)
+	}
+	// Let the last status writes and Deployment status updates settle, then watch a quiet window.
+	time.Sleep(3 * time.Second)
+	op.requests.Reset()
+	time.Sleep(5 * time.Second)
+	if w := op.requests.Writes(); w != 0 {
+		t.Fatalf("steady state wrote %d times:\n%s", w, op.requests)
+	}
+	if g := op.requests.Verb("get"); g != 0 {
+		t.Fatalf("steady state made %d live GETs:\n%s", g, op.requests)
+	}
+}
+
+func TestInvalidWebAppsAreRejectedBySchema(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := ctxFor(t, time.Minute)
+	cases := map[string]struct {
+		mutate func(*webappv1.WebApp)
+		field  string
+	}{
+		"negative replicas": {func(a *webappv1.WebApp) { a.Spec.Replicas = ptr.To[int32](-1) }, "spec.replicas"},
+		"bad image":         {func(a *webappv1.WebApp) { a.Spec.Image = "Not An Image!" }, "spec.image"},
+		"port out of range": {func(a *webappv1.WebApp) { a.Spec.Port = 70000 }, "spec.port"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			app := newApp(ns, "invalid", 1)
+			tc.mutate(app)
+			err := env.Client.Create(ctx, app)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("want Invalid naming %s, got %v", tc.field, err)
+			}
+		})
+	}
+}
+
+func TestChildConflictGoesStalled(t *testing.T) {
+	ns := env.Namespace(t)
+	startOperator(t, ns, nil)
+	ctx := ctxFor(t, 2*time.Minute)
+	// Somebody else's Service already has the name the WebApp's Service needs.
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if err := env.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	app := newApp(ns, "taken", 1)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "WebApp Stalled", func() (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(app, conditions.Stalled), nil
+	})
+	stalled := conditions.Get(app, conditions.Stalled)
+	if !strings.Contains(stalled.Message, "taken") || conditions.IsTrue(app, conditions.Ready) {
+		t.Fatalf("stalled condition does not explain the conflict: %+v", stalled)
+	}
+	var svc corev1.Service
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), &svc); err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.OwnerReferences) != 0 {
+		t.Fatal("the operator took over a Service it does not own")
+	}
+}
+
+func TestGeneratedRBACIsSufficient(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	objs, err := config.RBAC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "webapp-operator" {
+			role = o.DeepCopy()
+		}
+	}
+	if role == nil {
+		t.Fatal("no generated ClusterRole webapp-operator in config/rbac")
+	}
+	role.SetName("webapp-operator-" + ns)
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	user := "webapp-operator-" + ns
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.GetName()},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), binding)
+		_ = env.Client.Delete(context.Background(), role)
+	})
+	authn, err := env.Envtest.AddUser(envtest.User{Name: user}, &rest.Config{QPS: 100, Burst: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := authn.Config()
+	limitedClient, err := client.New(limited, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := limitedClient.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+		t.Fatalf("the operator's role can list Secrets: %v", err)
+	}
+
+	op := startOperator(t, ns, limited)
+	app := newApp(ns, "least", 1)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+	if err := env.Client.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "WebApp deleted by the least-privileged operator", func() (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), &webappv1.WebApp{})
+		return apierrors.IsNotFound(err), err
+	})
+	if op.registry.Len() != 0 {
+		t.Fatal("route not released")
+	}
+}
+
+// TestDemoRunsBounded runs the README's `make demo` path in its bounded mode
+// (what CI runs) so the demo cannot rot: an embedded control plane of its own,
+// the samples applied, and every sample Ready.
+func TestDemoRunsBounded(t *testing.T) {
+	ctx := ctxFor(t, 4*time.Minute)
+	err := run(ctx, options{embedded: true, exitWhenReady: true, timeout: 3 * time.Minute, metricsAddr: "0", probeAddr: "0"})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
+
+func ctrlConfigSkipNameValidation() ctrlconfig.Controller {
+	return ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
+}
+
+func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }

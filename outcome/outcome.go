@@ -1,0 +1,330 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Class is what kind of outcome a reconcile had. The zero value is ClassSuccess.
+type Class int
+
+const (
+	// ClassSuccess means the reconcile finished; nothing is retried until an event arrives.
+	ClassSuccess Class = iota
+	// ClassConflict means an optimistic-concurrency conflict (HTTP 409 Conflict); the
+	// object is reconciled again shortly from fresh data. Not an error to report.
+	ClassConflict
+	// ClassTransient means a failure that may go away on its own; retried with the
+	// workqueue's exponential backoff (or after the server's Retry-After).
+	ClassTransient
+	// ClassDependencyNotReady means something the object needs does not exist or is not
+	// ready yet; re-checked after a fixed wait, without growing backoff.
+	ClassDependencyNotReady
+	// ClassTerminal means retrying cannot help until the object's spec changes.
+	ClassTerminal
+)
+
+// String returns the class name, e.g. "DependencyNotReady".
+func (c Class) String() string {
+	switch c {
+	case ClassSuccess:
+		return "Success"
+	case ClassConflict:
+		return "Conflict"
+	case ClassTransient:
+		return "Transient"
+	case ClassDependencyNotReady:
+		return "DependencyNotReady"
+	case ClassTerminal:
+		return "Terminal"
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Reasons that [Classify] assigns when the error does not carry one. Each is
+// valid as a metav1.Condition reason.
+const (
+	ReasonConflict           = "Conflict"
+	ReasonTooManyRequests    = "TooManyRequests"
+	ReasonAPIError           = "APIError"
+	ReasonInvalid            = "Invalid"
+	ReasonBadRequest         = "BadRequest"
+	ReasonForbidden          = "Forbidden"
+	ReasonNotFound           = "NotFound"
+	ReasonNetworkError       = "NetworkError"
+	ReasonTimeout            = "Timeout"
+	ReasonCanceled           = "Canceled"
+	ReasonTerminalError      = "TerminalError"
+	ReasonTransientError     = "TransientError"
+	ReasonDependencyNotReady = "DependencyNotReady"
+)
+
+// ConflictRequeueAfter is how long [Result] waits before reconciling an object
+// again after a Conflict. It is short, so the retry is effectively immediate,
+// but not zero: the conflict means the informer cache is behind the server,
+// and re-reading the cache at once would very likely conflict again.
+const ConflictRequeueAfter = 100 * time.Millisecond
+
+// DefaultDependencyWait is the wait [DependencyNotReady] uses when given a
+// non-positive duration.
+const DefaultDependencyWait = 10 * time.Second
+
+// Classification is what [Classify] concludes about an error.
+type Classification struct {
+	// Class of the error; Success for nil.
+	Class Class
+	// Reason is a CamelCase string valid as a metav1.Condition reason; empty
+	// only for Success.
+	Reason string
+	// Message is human-readable detail, usually the error text; empty only for Success.
+	Message string
+	// RequeueAfter is the wait before the next attempt that [Result] uses:
+	// ConflictRequeueAfter for Conflict, the caller's wait for
+	// DependencyNotReady, the server's Retry-After for a Transient API error
+	// that carried one, and zero otherwise (zero means exponential backoff for
+	// Transient and no retry for Terminal).
+	RequeueAfter time.Duration
+}
+
+// classified is the error the constructors return. It is unexported so
+// [Classify] is the one way to read a class; errors.As still finds it through
+// any wrapping.
+type classified struct {
+	class   Class
+	reason  string
+	message string
+	after   time.Duration
+	err     error
+}
+
+func (e *classified) Error() string {
+	if e.err != nil {
+		return e.reason + ": " + e.err.Error()
+	}
+	if e.message != "" {
+		return e.reason + ": " + e.message
+	}
+	return e.reason
+}
+
+func (e *classified) Unwrap() error { return e.err }
+
+// Terminal marks err as permanent: retrying cannot help until the object's
+// spec changes (for example an invalid spec). The result wraps
+// reconcile.TerminalError, so controller-runtime does not requeue it either.
+// reason is normalised with [SanitizeReason] (default "TerminalError"); the
+// message is err's text. A nil err gives an error whose message is the reason.
+func Terminal(reason string, err error) error {
+	e := &classified{class: ClassTerminal, reason: SanitizeReason(reason, ReasonTerminalError), err: err}
+	e.message = messageOf(e)
+	return reconcile.TerminalError(e)
+}
+
+// Transient marks err as temporary: it is retried with exponential backoff,
+// whatever automatic classification would have said (for example to retry an
+// error that would otherwise be Terminal). reason is normalised with
+// [SanitizeReason] (default "TransientError").
+func Transient(reason string, err error) error {
+	e := &classified{class: ClassTransient, reason: SanitizeReason(reason, ReasonTransientError), err: err}
+	e.message = messageOf(e)
+	return e
+}
+
+// DependencyNotReady says the reconcile cannot finish until something else is
+// ready; it is checked again after the fixed wait after (DefaultDependencyWait
+// when after <= 0), with no growing backoff and no error logged. reason is
+// normalised with [SanitizeReason] (default "DependencyNotReady").
+func DependencyNotReady(reason, message string, after time.Duration) error {
+	if after <= 0 {
+		after = DefaultDependencyWait
+	}
+	return &classified{
+		class: ClassDependencyNotReady, reason: SanitizeReason(reason, ReasonDependencyNotReady),
+		message: message, after: after,
+	}
+}
+
+// Conflict marks err as an optimistic-concurrency conflict, for conflicts the
+// automatic rules cannot see (for example from a system outside Kubernetes).
+// API-server 409 Conflict errors need no wrapping.
+func Conflict(err error) error {
+	e := &classified{class: ClassConflict, reason: ReasonConflict, err: err, after: ConflictRequeueAfter}
+	e.message = messageOf(e)
+	return e
+}
+
+func messageOf(e *classified) string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return e.reason
+}
+
+// Classify decides the class of err (see the package documentation for the
+// precedence of explicit wrappers). Errors without an explicit wrapper are
+// classified automatically:
+//
+//	API 409 Conflict (apierrors.IsConflict)                    Conflict            "Conflict"
+//	API 429 TooManyRequests                                    Transient           "TooManyRequests", RequeueAfter = Retry-After
+//	API 422 Invalid, 400 BadRequest                            Terminal            "Invalid", "BadRequest"
+//	API 403 Forbidden                                          Transient           "Forbidden"
+//	API 404 NotFound                                           Transient           "NotFound"
+//	any other API status (5xx, ServerTimeout, Timeout, ...)    Transient           the status reason, e.g. "InternalError"; RequeueAfter = Retry-After if given
+//	reconcile.TerminalError                                    Terminal            "TerminalError"
+//	context.DeadlineExceeded                                   Transient           "Timeout"
+//	context.Canceled                                           Transient           "Canceled"
+//	net.Error, io.EOF, io.ErrUnexpectedEOF, ECONNRESET,
+//	ECONNREFUSED, EPIPE                                        Transient           "NetworkError"
+//	anything else                                              Transient           "TransientError"
+//
+// Forbidden is Transient, not Terminal: the usual causes (missing RBAC, an
+// exhausted ResourceQuota, a terminating namespace) are fixed outside the
+// object, which bumps no generation, so a Terminal classification would stall
+// the object for good. NotFound is Transient for the same reason: a missing
+// referenced object is created independently, or the cache is behind. A caller
+// that knows better wraps the error with [Terminal] or [DependencyNotReady].
+func Classify(err error) Classification {
+	if err == nil {
+		return Classification{Class: ClassSuccess}
+	}
+	var c Classification
+	var e *classified
+	if errors.As(err, &e) {
+		c = Classification{Class: e.class, Reason: e.reason, Message: e.message, RequeueAfter: e.after}
+	} else {
+		c = automatic(err)
+	}
+	if c.Class != ClassTerminal && errors.Is(err, reconcile.TerminalError(nil)) {
+		c.Class, c.RequeueAfter = ClassTerminal, 0
+	}
+	return c
+}
+
+func automatic(err error) Classification {
+	transient := func(reason string) Classification {
+		return Classification{Class: ClassTransient, Reason: reason, Message: err.Error()}
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		c := transient(ReasonAPIError)
+		switch {
+		case apierrors.IsConflict(err):
+			return Classification{Class: ClassConflict, Reason: ReasonConflict, Message: err.Error(), RequeueAfter: ConflictRequeueAfter}
+		case apierrors.IsInvalid(err):
+			return Classification{Class: ClassTerminal, Reason: ReasonInvalid, Message: err.Error()}
+		case apierrors.IsBadRequest(err):
+			return Classification{Class: ClassTerminal, Reason: ReasonBadRequest, Message: err.Error()}
+		case apierrors.IsTooManyRequests(err):
+			c.Reason = ReasonTooManyRequests
+		case apierrors.IsForbidden(err):
+			c.Reason = ReasonForbidden
+		case apierrors.IsNotFound(err):
+			c.Reason = ReasonNotFound
+		default:
+			c.Reason = SanitizeReason(string(status.Status().Reason), ReasonAPIError)
+		}
+		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+			c.RequeueAfter = time.Duration(s) * time.Second
+		}
+		return c
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		return Classification{Class: ClassTerminal, Reason: ReasonTerminalError, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return transient(ReasonTimeout)
+	case errors.Is(err, context.Canceled):
+		return transient(ReasonCanceled)
+	case errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return transient(ReasonNetworkError)
+	}
+	return transient(ReasonTransientError)
+}
+
+// Result turns err into what a Reconcile method returns (see the package
+// documentation for the table):
+//
+//   - Success: (Result{}, nil).
+//   - Conflict: (Result{RequeueAfter: ConflictRequeueAfter}, nil). The error is
+//     not returned, so controller-runtime neither logs it nor counts it as a
+//     reconcile error. RequeueAfter is used rather than the deprecated
+//     Result.Requeue: in controller-runtime v0.25 Requeue is marked
+//     "Deprecated: Use RequeueAfter instead" and will be removed.
+//   - Transient: (Result{}, err), so the workqueue's per-object exponential
+//     backoff applies and controller-runtime logs the error; when the API
+//     server asked for a delay (Retry-After), (Result{RequeueAfter: delay}, nil)
+//     instead, because controller-runtime ignores RequeueAfter when an error
+//     is returned.
+//   - DependencyNotReady: (Result{RequeueAfter: after}, nil): a fixed wait that
+//     does not grow, and no error log.
+//   - Terminal: (Result{}, terminal) where terminal is err itself when it
+//     already wraps reconcile.TerminalError, else reconcile.TerminalError(err),
+//     so controller-runtime records it once and does not requeue.
+func Result(err error) (reconcile.Result, error) {
+	c := Classify(err)
+	switch c.Class {
+	case ClassSuccess:
+		return reconcile.Result{}, nil
+	case ClassConflict, ClassDependencyNotReady:
+		return reconcile.Result{RequeueAfter: c.RequeueAfter}, nil
+	case ClassTerminal:
+		if errors.Is(err, reconcile.TerminalError(nil)) {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	default:
+		if c.RequeueAfter > 0 {
+			return reconcile.Result{RequeueAfter: c.RequeueAfter}, nil
+		}
+		return reconcile.Result{}, err
+	}
+}
+
+// maxReasonLength is the API's limit on metav1.Condition.Reason.
+const maxReasonLength = 1024
+
+// SanitizeReason turns s into a valid metav1.Condition reason (pattern
+// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 1024 bytes) in CamelCase:
+// characters the pattern does not allow act as word separators and are
+// dropped, each word after a separator starts with an upper-case letter, the
+// first letter is upper-cased, leading characters other than letters and
+// trailing ',' or ':' are dropped. A valid CamelCase reason is returned
+// unchanged. When nothing is left, fallback is returned (unchecked).
+func SanitizeReason(s, fallback string) string {
+	out := make([]byte, 0, len(s))
+	upper := true
+	for i := 0; i < len(s) && len(out) < maxReasonLength; i++ {
+		ch := s[i]
+		isLetter := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z'
+		allowed := isLetter || ch >= '0' && ch <= '9' || ch == '_' || ch == ',' || ch == ':'
+		switch {
+		case !allowed:
+			upper = true
+			continue
+		case len(out) == 0 && !isLetter:
+			continue
+		}
+		if upper && ch >= 'a' && ch <= 'z' {
+			ch -= 'a' - 'A'
+		}
+		upper = false
+		out = append(out, ch)
+	}
+	for len(out) > 0 && (out[len(out)-1] == ',' || out[len(out)-1] == ':') {
+		out = out[:len(out)-1]
+	}
+	if len(out) == 0 {
+		return fallback
+	}
+	return string(out)
+}

@@ -1,0 +1,245 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit/opkit/ensure"
+	"github.com/opkit/opkit/finalizer"
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/phase"
+)
+
+// Builder wires a [Reconciler] into a manager. Start with [For]; every method
+// returns the builder; errors surface from [Builder.Build] or [Builder.Complete].
+type Builder[T client.Object] struct {
+	mgr         manager.Manager
+	name        string
+	newObject   func() T
+	owns        []client.Object
+	finName     string
+	finOpts     []finalizer.Option
+	machine     *phase.Machine[T]
+	desired     DesiredFunc[T]
+	ensureOpts  []ensure.Option
+	status      StatusFunc[T]
+	obs         *observability.Observability
+	concurrency int
+	predicates  []predicate.Predicate
+	shard       func(T) bool
+	steps       Steps[T]
+	errs        []error
+}
+
+// For starts a builder for the custom resource T, reconciled by a controller
+// called name. newObject returns an empty T (e.g. func() *v1.WebApp { return &v1.WebApp{} }).
+func For[T client.Object](mgr manager.Manager, name string, newObject func() T) *Builder[T] {
+	b := &Builder[T]{mgr: mgr, name: name, newObject: newObject, concurrency: 1}
+	if mgr == nil || name == "" || newObject == nil {
+		b.errs = append(b.errs, errors.New("reconciler: For needs a manager, a name and a constructor"))
+	}
+	return b
+}
+
+// Owns watches child types: any change to a child controlled by a T (ownerReference,
+// or ensure's owner label for cluster-scoped and cross-namespace children)
+// reconciles that T. Pruning covers these types.
+func (b *Builder[T]) Owns(objs ...client.Object) *Builder[T] {
+	b.owns = append(b.owns, objs...)
+	return b
+}
+
+// Finalizer adds a finalizer with the given name and steps (finalizer.WithStep …).
+// The builder supplies the manager's client and API reader, and wires events
+// and metrics when [Builder.Observability] is set.
+func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T] {
+	b.finName, b.finOpts = name, opts
+	return b
+}
+
+// Phases drives the object through a phase machine instead of the Children
+// step: on a live object each reconcile runs one [phase.Machine.Step] (after
+// the finalizer was added) and persists the status; the machine owns Ready,
+// Reconciling, Stalled and Degraded. On a deleting object the machine's
+// deletion phase runs first, and finalizer cleanup only once it is handled.
+// Handlers that create children can use [Reconciler.Ensurer] — declare Children
+// too (it is not called in phase mode) to get an Ensurer with pruning wired.
+// Phase transitions reach the metrics when Observability is set; pass
+// phase.WithObserver(reconciler.PhaseObserver(obs.Metrics(), name)) when
+// building the machine.
+func (b *Builder[T]) Phases(m *phase.Machine[T]) *Builder[T] {
+	b.machine = m
+	return b
+}
+
+// Children sets the function that declares the desired children; they are
+// ensured with field owner = the controller name. opts configure the
+// [ensure.Ensurer] (strategy, adoption, …); pruning of the Owns types is on by default.
+func (b *Builder[T]) Children(desired DesiredFunc[T], opts ...ensure.Option) *Builder[T] {
+	b.desired, b.ensureOpts = desired, opts
+	return b
+}
+
+// Status sets the function that computes status after the children were ensured.
+func (b *Builder[T]) Status(fn StatusFunc[T]) *Builder[T] {
+	b.status = fn
+	return b
+}
+
+// Observability wires metrics, traces, logs and events from o.
+func (b *Builder[T]) Observability(o *observability.Observability) *Builder[T] {
+	b.obs = o
+	return b
+}
+
+// Concurrency sets MaxConcurrentReconciles (default 1). Two workers never
+// reconcile the same object at once.
+func (b *Builder[T]) Concurrency(n int) *Builder[T] {
+	b.concurrency = n
+	return b
+}
+
+// WithPredicates adds predicates for events of T, on top of the defaults.
+func (b *Builder[T]) WithPredicates(p ...predicate.Predicate) *Builder[T] {
+	b.predicates = append(b.predicates, p...)
+	return b
+}
+
+// Sharded makes the reconciler skip objects for which owns returns false (e.g.
+// a sharding guard: another replica owns them), and filters their events.
+func (b *Builder[T]) Sharded(owns func(T) bool) *Builder[T] {
+	b.shard = owns
+	return b
+}
+
+// WithSteps replaces individual steps of the skeleton.
+func (b *Builder[T]) WithSteps(s Steps[T]) *Builder[T] {
+	b.steps = s
+	return b
+}
+
+// Build returns the reconciler without registering a controller.
+func (b *Builder[T]) Build() (*Reconciler[T], error) {
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, err
+	}
+	c := b.mgr.GetClient()
+	if b.obs != nil {
+		c = b.obs.Client(c)
+	}
+	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status, owns: b.shard, machine: b.machine}
+	if b.obs != nil {
+		r.metrics = b.obs.Metrics()
+		r.recorder = b.obs.Recorder(b.name)
+	}
+	if b.finName != "" {
+		opts := append([]finalizer.Option{finalizer.WithAPIReader(b.mgr.GetAPIReader())}, b.finOpts...)
+		if b.obs != nil {
+			opts = append(opts,
+				finalizer.WithEventRecorder(eventAdapter{b.obs.Recorder(b.name)}),
+				finalizer.WithObserver(finalizerObserver{metrics: r.metrics, controller: b.name}))
+		}
+		f, err := finalizer.New[T](c, b.finName, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		r.finalizer = f
+	}
+	if b.desired != nil || b.machine != nil {
+		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader())}
+		if len(b.owns) > 0 {
+			opts = append(opts, ensure.WithPrune(b.owns...))
+		}
+		if r.metrics != nil {
+			opts = append(opts, ensure.WithObserver(ensureObserver{metrics: r.metrics, controller: b.name}))
+		}
+		e, err := ensure.New(c, b.name, append(opts, b.ensureOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		r.ensurer = e
+	}
+	r.steps = b.steps
+	if r.steps.Get == nil {
+		r.steps.Get = r.get
+	}
+	if r.steps.Sync == nil {
+		r.steps.Sync = r.sync
+	}
+	if r.steps.WriteStatus == nil {
+		r.steps.WriteStatus = r.writeStatus
+	}
+	return r, nil
+}
+
+// Complete builds the reconciler and registers its controller with the manager.
+func (b *Builder[T]) Complete() error {
+	r, err := b.Build()
+	if err != nil {
+		return err
+	}
+	preds := append([]predicate.Predicate{DefaultPredicate()}, b.predicates...)
+	if b.shard != nil {
+		shard := b.shard
+		preds = append(preds, predicate.NewPredicateFuncs(func(o client.Object) bool {
+			t, ok := o.(T)
+			return ok && shard(t)
+		}))
+	}
+	var rec reconcile.Reconciler = r
+	if b.obs != nil {
+		rec = b.obs.Wrap(b.name, r)
+	}
+	bld := builder.ControllerManagedBy(b.mgr).
+		Named(b.name).
+		WithOptions(controller.Options{MaxConcurrentReconciles: b.concurrency})
+	if b.obs != nil {
+		bld = bld.Watches(b.newObject(), b.obs.TriggerHandler(b.name, &handler.EnqueueRequestForObject{}), builder.WithPredicates(preds...))
+	} else {
+		bld = bld.For(b.newObject(), builder.WithPredicates(preds...))
+	}
+	for _, o := range b.owns {
+		h := handler.EnqueueRequestForOwner(b.mgr.GetScheme(), b.mgr.GetRESTMapper(), b.newObject(), handler.OnlyControllerOwner())
+		if b.obs != nil {
+			h = b.obs.TriggerHandler(b.name, h)
+		}
+		bld = bld.Watches(o, h)
+	}
+	return bld.Complete(rec)
+}
+
+// DefaultPredicate passes create, delete and generic events, and update events
+// that change the generation, labels, annotations, finalizers or the deletion
+// timestamp: not status-only updates, which the controller itself writes.
+func DefaultPredicate() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equalStrings(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
+				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		}},
+	)
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

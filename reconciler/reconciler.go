@@ -1,0 +1,235 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/ensure"
+	"github.com/opkit/opkit/finalizer"
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/outcome"
+	"github.com/opkit/opkit/phase"
+)
+
+// DesiredFunc returns the children obj should have. It is called on every
+// reconcile of a live object and must not call the API to write; reading from
+// the cache is fine. Returning an [outcome] error (e.g. outcome.Terminal for an
+// invalid spec) classifies it.
+type DesiredFunc[T client.Object] func(ctx context.Context, obj T) ([]client.Object, error)
+
+// Observed is what a [StatusFunc] can look at besides the object.
+type Observed struct {
+	// Changes is what ensure did to the children in this reconcile.
+	Changes ensure.ChangeSet
+	// Reader reads from the manager's cache (children included).
+	Reader client.Reader
+}
+
+// StatusFunc computes obj's status (conditions, observed fields) in memory
+// after the children were ensured; the reconciler writes it. It is called only
+// when every earlier step succeeded. Return outcome.DependencyNotReady to say
+// "not there yet, look again in d" (Reconciling stays True).
+type StatusFunc[T client.Object] func(ctx context.Context, obj T, observed Observed) error
+
+// Reconciler runs the skeleton for T. Build it with [For].
+type Reconciler[T client.Object] struct {
+	name      string
+	client    client.Client
+	newObject func() T
+	finalizer *finalizer.Finalizer[T]
+	machine   *phase.Machine[T]
+	ensurer   *ensure.Ensurer
+	desired   DesiredFunc[T]
+	status    StatusFunc[T]
+	owns      func(T) bool
+	metrics   *observability.Metrics
+	recorder  *observability.Recorder
+	steps     Steps[T]
+}
+
+// Steps are the parts of a reconcile that can be replaced one by one. A nil
+// field keeps the default.
+type Steps[T client.Object] struct {
+	// Get reads the object; return a NotFound error when it is gone.
+	Get func(ctx context.Context, key types.NamespacedName, obj T) error
+	// Sync makes the world match obj's spec and reports what changed; the
+	// default calls the DesiredFunc and ensures the result.
+	Sync func(ctx context.Context, obj T) (ensure.ChangeSet, error)
+	// WriteStatus persists the status the reconcile computed; the default
+	// sends a minimal status merge patch, or nothing.
+	WriteStatus func(ctx context.Context, patcher *conditions.StatusPatcher[T], obj T) error
+}
+
+// Name is the controller name: metrics, events, traces and the field owner use it.
+func (r *Reconciler[T]) Name() string { return r.name }
+
+// Reconcile runs one pass of the skeleton. See the package documentation for
+// the guarantees.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := r.newObject()
+	if err := r.steps.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			if r.metrics != nil {
+				r.metrics.ForgetObject(r.name, req.NamespacedName)
+			}
+			return reconcile.Result{}, nil
+		}
+		return outcome.Result(fmt.Errorf("get %s: %w", req.NamespacedName, err))
+	}
+	if r.owns != nil && !r.owns(obj) {
+		// Another shard owns it now; it reconciles the object.
+		return reconcile.Result{}, nil
+	}
+
+	if r.machine != nil {
+		if res, done, err := r.stepMachine(ctx, req, obj); done {
+			return res, err
+		}
+	}
+	if r.finalizer != nil {
+		fr, err := r.finalizer.Reconcile(ctx, obj)
+		if fr.Deleting || err != nil {
+			if fr.Gone && r.metrics != nil {
+				r.metrics.ForgetObject(r.name, req.NamespacedName)
+			}
+			res, err := outcome.Result(err)
+			return merge(res, fr.Result), err
+		}
+	} else if !obj.GetDeletionTimestamp().IsZero() {
+		return reconcile.Result{}, nil // nothing of ours to clean up; the GC does the rest
+	}
+
+	patcher := conditions.NewStatusPatcher(obj)
+	changes, err := r.steps.Sync(ctx, obj)
+	if err == nil && r.status != nil {
+		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.client})
+	}
+	r.report(ctx, obj, changes, err)
+	if cerr := conditions.ApplyOutcome(obj, err); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
+		// The status write's own class decides the retry: a terminal sync error
+		// whose Stalled condition never reached the server must be retried.
+		if err != nil {
+			werr = fmt.Errorf("%w (after: %s)", werr, err.Error())
+		}
+		err = werr
+	}
+	if r.metrics != nil && outcome.Classify(err).Class != outcome.ClassConflict {
+		if cs, lerr := conditions.List(obj); lerr == nil {
+			r.metrics.SetConditions(r.name, req.NamespacedName, cs)
+		}
+	}
+	return outcome.Result(err)
+}
+
+// stepMachine runs one step of the phase machine and persists the status. It
+// reports done=false only for a deleting object whose deletion phase has
+// finished, so that finalizer cleanup runs next. On a live object the
+// finalizer is added first (before any handler creates something), and the
+// machine owns the conditions: ApplyOutcome is not applied on top.
+func (r *Reconciler[T]) stepMachine(ctx context.Context, req reconcile.Request, obj T) (reconcile.Result, bool, error) {
+	var addRes reconcile.Result
+	if r.finalizer != nil && obj.GetDeletionTimestamp().IsZero() {
+		fr, err := r.finalizer.Reconcile(ctx, obj)
+		if err != nil || fr.Deleting {
+			res, err := outcome.Result(err)
+			return merge(res, fr.Result), true, err
+		}
+		addRes = fr.Result
+	}
+	patcher := conditions.NewStatusPatcher(obj)
+	pr, err := r.machine.Step(ctx, obj)
+	if pr.Deleting && pr.DeletionHandled && err == nil {
+		if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
+			res, werr := outcome.Result(werr)
+			return res, true, werr
+		}
+		return reconcile.Result{}, false, nil
+	}
+	if err == nil && !pr.Deleting && r.status != nil {
+		err = r.status(ctx, obj, Observed{Reader: r.client})
+	}
+	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
+		if err != nil {
+			werr = fmt.Errorf("%w (after: %s)", werr, err.Error())
+		}
+		err = werr
+	}
+	if r.metrics != nil && outcome.Classify(err).Class != outcome.ClassConflict {
+		if cs, lerr := conditions.List(obj); lerr == nil {
+			r.metrics.SetConditions(r.name, req.NamespacedName, cs)
+		}
+	}
+	r.report(ctx, obj, nil, err)
+	res, err := outcome.Result(err)
+	return merge(merge(res, pr.Result), addRes), true, err
+}
+
+func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, error) {
+	if r.desired == nil {
+		return nil, nil
+	}
+	desired, err := r.desired(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return r.ensurer.Ensure(ctx, obj, desired...)
+}
+
+func (r *Reconciler[T]) get(ctx context.Context, key types.NamespacedName, obj T) error {
+	return r.client.Get(ctx, key, obj)
+}
+
+func (r *Reconciler[T]) writeStatus(ctx context.Context, p *conditions.StatusPatcher[T], obj T) error {
+	_, err := p.Patch(ctx, r.client, obj)
+	return err
+}
+
+// report emits events for what changed and for errors a human must act on.
+// The recorder deduplicates, so a retry loop does not flood the API.
+func (r *Reconciler[T]) report(ctx context.Context, obj T, changes ensure.ChangeSet, err error) {
+	if r.recorder != nil && changes.Changed() {
+		r.recorder.Normal(obj, ReasonChildrenChanged, "%s", changes.Summary())
+	}
+	c := outcome.Classify(err)
+	switch c.Class {
+	case outcome.ClassTerminal:
+		if r.recorder != nil {
+			r.recorder.Warning(obj, observability.Reason(c.Reason), "%s", c.Message)
+		}
+		log.FromContext(ctx).Info("reconcile stalled until the object changes", "reason", c.Reason, "message", c.Message)
+	case outcome.ClassTransient:
+		if r.recorder != nil {
+			r.recorder.Warning(obj, observability.Reason(c.Reason), "%s", c.Message)
+		}
+	}
+}
+
+// ReasonChildrenChanged is the event reason when ensure created, updated or
+// deleted children; the message is the change summary.
+const ReasonChildrenChanged observability.Reason = "ChildrenChanged"
+
+// merge keeps the sooner of two requeue requests.
+func merge(a, b reconcile.Result) reconcile.Result {
+	switch {
+	case a.RequeueAfter == 0:
+		a.RequeueAfter = b.RequeueAfter
+	case b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter:
+		a.RequeueAfter = b.RequeueAfter
+	}
+	return a
+}
+
+// Ensurer returns the reconciler's [ensure.Ensurer] (nil without Children or
+// Phases), for phase handlers that create children.
+func (r *Reconciler[T]) Ensurer() *ensure.Ensurer { return r.ensurer }
