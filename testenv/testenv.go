@@ -188,9 +188,11 @@ func Start(tb testing.TB, opts ...Option) *Env {
 }
 
 // RunMain starts one control plane for a test package, stores it in *env, runs
-// the tests and stops it. It returns the exit code for os.Exit; a control plane
-// that fails to start makes it print the error and return 1.
-func RunMain(m *testing.M, env **Env, opts ...Option) int {
+// the tests (m is the *testing.M TestMain received, or a wrapper whose Run
+// starts something that needs *env first) and stops it. It returns the exit
+// code for os.Exit; a control plane that fails to start makes it print the
+// error and return 1.
+func RunMain(m interface{ Run() int }, env **Env, opts ...Option) int {
 	e, err := New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

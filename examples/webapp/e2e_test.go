@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
@@ -33,6 +34,8 @@ import (
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
+	"github.com/opkit/opkit/webhook"
+	"github.com/opkit/opkit/webhook/webhooktest"
 )
 
 var env *testenv.Env
@@ -46,7 +49,43 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	os.Exit(testenv.RunMain(m, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))
+	mutating, validating, err := config.Webhooks()
+	if err != nil {
+		panic(err)
+	}
+	os.Exit(testenv.RunMain(&webhookMain{m}, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme),
+		testenv.WithWebhooks(envtest.WebhookInstallOptions{MutatingWebhooks: mutating, ValidatingWebhooks: validating})))
+}
+
+// webhookMain serves the webhooks for the whole package from a manager of
+// their own, so every test (with or without an operator) meets them.
+type webhookMain struct{ m *testing.M }
+
+func (w *webhookMain) Run() int {
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          crwebhook.NewServer(webhooktest.ServerOptions(env.Envtest.WebhookInstallOptions)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := controller.SetupWebhooks(mgr); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if err := waitWebhooks(ctx, mgr); err != nil {
+		panic(err)
+	}
+	code := w.m.Run()
+	cancel()
+	if err := <-done; err != nil && code == 0 {
+		code = 1
+	}
+	return code
 }
 
 type operator struct {
@@ -418,3 +457,36 @@ func ctrlConfigSkipNameValidation() ctrlconfig.Controller {
 }
 
 func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+func TestWebhooksValidateAndDefault(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := ctxFor(t, time.Minute)
+
+	bad := newApp(ns, "badkey", 1)
+	bad.Spec.Config = map[string]string{"not/a file": "x"}
+	err := env.Client.Create(ctx, bad)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.config[not/a file]") {
+		t.Fatalf("want Invalid naming spec.config[not/a file], got %v", err)
+	}
+
+	app := newApp(ns, "defaulted", 1)
+	app.Spec.Image = "nginx"
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.Image != "nginx:latest" {
+		t.Fatalf("defaulting webhook did not write the tag: %q", app.Spec.Image)
+	}
+	app.Spec.Headless = true
+	err = env.Client.Update(ctx, app)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.headless") {
+		t.Fatalf("want Invalid naming spec.headless, got %v", err)
+	}
+}
+
+func TestDefaultingIsIdempotent(t *testing.T) {
+	webhooktest.DefaultingIsIdempotent[*webappv1.WebApp](t, webhook.DefaultFunc[*webappv1.WebApp](controller.Default),
+		newApp("ns", "a", 1),
+		&webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "registry.example.com:5000/team/app"}},
+		&webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "nginx@sha256:" + strings.Repeat("a", 64)}})
+}

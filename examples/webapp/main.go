@@ -36,6 +36,7 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "", "health probe endpoint (default :8081 on a cluster, a free loopback port when embedded)")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "enable leader election (on in the config/ manifests)")
 	flag.BoolVar(&o.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	flag.StringVar(&o.webhooks, "webhooks", "auto", "serve the admission webhooks: on, off, or auto (on when embedded; on a cluster they need a serving certificate, see README)")
 	flag.Parse()
 	if f := flag.Lookup("kubeconfig"); f != nil {
 		o.kubeconfig = f.Value.String()
@@ -59,6 +60,7 @@ type options struct {
 	probeAddr     string
 	leaderElect   bool
 	devLogs       bool
+	webhooks      string
 }
 
 // clusterConfig returns the configured cluster, or nil when the demo should

@@ -17,8 +17,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/assets"
+	"github.com/opkit/opkit/webhook/webhooktest"
 )
 
 // DemoNamespace is where the embedded demo applies the sample WebApps.
@@ -50,6 +53,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	embedded := cfg == nil
+	webhooks := o.webhooks == "on" || ((o.webhooks == "auto" || o.webhooks == "") && embedded)
 	// On a cluster: JSON logs for the log pipeline. Embedded: the demo's
 	// progress owns stdout, the operator's human-readable logs go to stderr.
 	ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(o.devLogs || embedded), observability.LogTo(os.Stderr)))
@@ -65,7 +69,15 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		env, err = testenv.New(testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
+		mutating, validating, err := config.Webhooks()
+		if err != nil {
+			return err
+		}
+		opts := []testenv.Option{testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing()}
+		if webhooks {
+			opts = append(opts, testenv.WithWebhooks(envtest.WebhookInstallOptions{MutatingWebhooks: mutating, ValidatingWebhooks: validating}))
+		}
+		env, err = testenv.New(opts...)
 		if err != nil {
 			return err
 		}
@@ -90,7 +102,12 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	var webhookServer crwebhook.Server
+	if embedded && webhooks {
+		webhookServer = crwebhook.NewServer(webhooktest.ServerOptions(env.Envtest.WebhookInstallOptions))
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		WebhookServer:           webhookServer,
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
@@ -104,6 +121,11 @@ func run(ctx context.Context, o options) error {
 	obs, err := observability.Setup(mgr)
 	if err != nil {
 		return err
+	}
+	if webhooks {
+		if err := controller.SetupWebhooks(mgr); err != nil {
+			return err
+		}
 	}
 	reg := registry.New()
 	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs}); err != nil {
@@ -119,6 +141,12 @@ func run(ctx context.Context, o options) error {
 	errc := make(chan error, 1)
 	go func() { errc <- mgr.Start(ctx) }()
 
+	if webhooks {
+		// failurePolicy is Fail: wait until the API server can reach the webhooks.
+		if err := waitWebhooks(ctx, mgr); err != nil {
+			return err
+		}
+	}
 	if err := applySamples(ctx, env.Client); err != nil {
 		return err
 	}
@@ -220,4 +248,18 @@ func freeLoopback() string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+func waitWebhooks(ctx context.Context, mgr manager.Manager) error {
+	check := mgr.GetWebhookServer().StartedChecker()
+	for {
+		if err := check(nil); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

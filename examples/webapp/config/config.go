@@ -15,13 +15,14 @@ import (
 	"io/fs"
 	"path"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/*.yaml samples/*.yaml rbac/*.yaml
+//go:embed crd/*.yaml samples/*.yaml rbac/*.yaml webhook/*.yaml
 var files embed.FS
 
 // CRDs returns the webapp CustomResourceDefinitions.
@@ -40,6 +41,38 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 
 // Samples returns the sample WebApps as unstructured objects.
 func Samples() ([]*unstructured.Unstructured, error) { return objects("samples") }
+
+// Webhooks returns the generated webhook configurations. Their clientConfig
+// names a Service "webhook-service" in namespace "system": envtest rewrites it
+// to its local server; in a cluster, set the operator's Service and namespace.
+func Webhooks() ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	var mutating []*admissionregistrationv1.MutatingWebhookConfiguration
+	var validating []*admissionregistrationv1.ValidatingWebhookConfiguration
+	err := eachDocument("webhook", func(doc []byte) error {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return err
+		}
+		switch meta.Kind {
+		case "MutatingWebhookConfiguration":
+			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, m); err != nil {
+				return err
+			}
+			mutating = append(mutating, m)
+		case "ValidatingWebhookConfiguration":
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, v); err != nil {
+				return err
+			}
+			validating = append(validating, v)
+		default:
+			return fmt.Errorf("unexpected kind %q", meta.Kind)
+		}
+		return nil
+	})
+	return mutating, validating, err
+}
 
 // RBAC returns the generated ClusterRole(s).
 func RBAC() ([]*unstructured.Unstructured, error) { return objects("rbac") }

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/webhook"
+)
+
+// The admission webhooks check what the CRD schema cannot express. The API
+// server calls them over TLS: in the embedded demo and the tests envtest
+// provides the certificate; in a cluster use cert-manager (see README.md).
+//
+// +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp.apps.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp.apps.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=5
+
+// SetupWebhooks registers the WebApp defaulting and validating webhooks on mgr's webhook server.
+func SetupWebhooks(mgr manager.Manager) error {
+	return webhook.Install(mgr, &webappv1.WebApp{}, webhook.DefaultFunc[*webappv1.WebApp](Default), Validator())
+}
+
+// Default fills in what the schema's defaults cannot: an image reference
+// without a tag or digest gets ":latest" written out, so the Deployment shows
+// exactly what runs. It is deterministic and idempotent.
+func Default(_ context.Context, app *webappv1.WebApp) error {
+	if app.Spec.Port == 0 {
+		app.Spec.Port = 8080
+	}
+	img := app.Spec.Image
+	name := img[strings.LastIndex(img, "/")+1:]
+	if img != "" && !strings.Contains(name, ":") && !strings.Contains(name, "@") {
+		app.Spec.Image = img + ":latest"
+	}
+	return nil
+}
+
+// Validator checks config keys (they become file names in the ConfigMap) and
+// refuses to flip spec.headless, which would change the Service's immutable clusterIP.
+func Validator() webhook.Validator[*webappv1.WebApp] {
+	return webhook.Validator[*webappv1.WebApp]{
+		Create: func(_ context.Context, app *webappv1.WebApp) (admission.Warnings, field.ErrorList) {
+			return warnings(app), validateConfig(app)
+		},
+		Update: func(_ context.Context, old, app *webappv1.WebApp) (admission.Warnings, field.ErrorList) {
+			errs := validateConfig(app)
+			errs = append(errs, webhook.Immutable(field.NewPath("spec", "headless"), old.Spec.Headless, app.Spec.Headless)...)
+			return warnings(app), errs
+		},
+	}
+}
+
+func validateConfig(app *webappv1.WebApp) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "config")
+	for key := range app.Spec.Config {
+		for _, msg := range validation.IsConfigMapKey(key) {
+			errs = append(errs, field.Invalid(p.Key(key), key, msg))
+		}
+	}
+	return errs
+}
+
+func warnings(app *webappv1.WebApp) admission.Warnings {
+	if strings.HasSuffix(app.Spec.Image, ":latest") {
+		return admission.Warnings{"spec.image uses the :latest tag; pods may run different versions after a restart"}
+	}
+	return nil
+}
