@@ -1,0 +1,54 @@
+package sharding
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	// ShardLabelPrefix prefixes the label that assigns an object to a member of
+	// a ring: "shard.opkit.dev/<ring>: <member>". Only the ring's [Assigner]
+	// sets it (or removes it when it moves an object away from a dead member),
+	// and only the member named in it removes it again, when it acknowledges a
+	// drain. Static sharding expects users (or their tooling) to set it.
+	ShardLabelPrefix = "shard.opkit.dev/"
+
+	// DrainLabelPrefix prefixes the label "drain.shard.opkit.dev/<ring>: true"
+	// that the [Assigner] sets on an object whose member must give it up. The
+	// member stops starting reconciles of the object at once, waits until its
+	// in-flight reconciles of the object have returned, and then removes this
+	// label together with its shard label in one optimistic-locked patch.
+	DrainLabelPrefix = "drain.shard.opkit.dev/"
+
+	// RingLabel is set on every member Lease to the ring's name, so
+	// `kubectl get leases -l ring.shard.opkit.dev/name=<ring>` lists a ring's
+	// members.
+	RingLabel = "ring.shard.opkit.dev/name"
+
+	// MemberLabel is set on every member Lease to the member's name (the value
+	// written into [ShardLabel] on the objects it owns).
+	MemberLabel = "ring.shard.opkit.dev/member"
+)
+
+// ShardLabel returns the label key "shard.opkit.dev/<ring>" whose value names
+// the member that owns an object.
+func ShardLabel(ring string) string { return ShardLabelPrefix + ring }
+
+// DrainLabel returns the label key "drain.shard.opkit.dev/<ring>".
+func DrainLabel(ring string) string { return DrainLabelPrefix + ring }
+
+// LeaseName returns the name of the Lease a member of ring holds:
+// "shard-<ring>-<member>". Lookups use [RingLabel] and [MemberLabel], never
+// the name, so the name only has to be unique.
+func LeaseName(ring, member string) string { return "shard-" + ring + "-" + member }
+
+// validateName accepts ring and member names that are DNS-1123 labels: they
+// appear in a label key, a label value and a Lease name.
+func validateName(what, name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("sharding: invalid %s name %q: %v", what, name, errs)
+	}
+	// The Lease name "shard-<ring>-<member>" must stay a DNS subdomain.
+	return nil
+}

@@ -1,0 +1,223 @@
+package sharding
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/clock"
+)
+
+// MemberState is what an observer concludes about a ring member from its Lease.
+type MemberState int
+
+const (
+	// StateReady means the member's Lease changed (was renewed) within its lease
+	// duration, by the observer's own clock. Only ready members are on the ring.
+	StateReady MemberState = iota + 1
+	// StateExpired means the Lease has not changed for longer than its duration but
+	// not yet for duration+grace. The member is off the ring (it gets nothing
+	// new) but still owns what it has: it may still be finishing reconciles, so
+	// its objects move only through the drain handshake, or once it is dead.
+	StateExpired
+	// StateDead means the Lease was released (empty holderIdentity) or has not
+	// changed for longer than duration+grace. A member stops starting
+	// reconciles once its own last successful renewal is older than the lease
+	// duration, so by then it has stopped; its objects move at once.
+	StateDead
+)
+
+func (s MemberState) String() string {
+	switch s {
+	case StateReady:
+		return "ready"
+	case StateExpired:
+		return "expired"
+	case StateDead:
+		return "dead"
+	}
+	return "unknown"
+}
+
+// DefaultLeaseDuration is the lease duration members announce unless
+// configured otherwise, and the one observers assume for a Lease that has none.
+const DefaultLeaseDuration = 15 * time.Second
+
+// Membership derives member states from Leases. It never compares the
+// timestamps written in a Lease with its own clock: a Lease counts as renewed
+// when the observer sees its resourceVersion (or, without one, its renewTime
+// or holder) change, and its age is measured from that moment on the
+// observer's clock. Clock skew between replicas therefore cannot make a member
+// look alive or dead; the price is that an observer that has just started
+// (e.g. a newly elected assigner) waits a full duration+grace before it
+// declares a silent member dead.
+//
+// Methods are safe for concurrent use.
+type Membership struct {
+	clock clock.PassiveClock
+	grace func(time.Duration) time.Duration
+
+	mu      sync.Mutex
+	members map[string]*observed
+}
+
+type observed struct {
+	fingerprint string
+	holder      string
+	duration    time.Duration
+	seen        time.Time // observer clock, when fingerprint last changed
+}
+
+// MembershipOption configures [NewMembership].
+type MembershipOption func(*Membership)
+
+// WithClock sets the clock Membership measures lease age with (a fake one in tests).
+func WithClock(c clock.PassiveClock) MembershipOption {
+	return func(m *Membership) { m.clock = c }
+}
+
+// WithDeadGrace sets how long after expiry a member becomes dead, as a function
+// of its lease duration. The default is the lease duration itself (dead after
+// two durations without a renewal). The grace must exceed the longest
+// Reconcile: a member that loses its lease stops starting reconciles, but one
+// already running finishes.
+func WithDeadGrace(f func(leaseDuration time.Duration) time.Duration) MembershipOption {
+	return func(m *Membership) { m.grace = f }
+}
+
+// NewMembership returns an empty Membership.
+func NewMembership(opts ...MembershipOption) *Membership {
+	m := &Membership{
+		clock:   clock.RealClock{},
+		grace:   func(d time.Duration) time.Duration { return d },
+		members: map[string]*observed{},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Observe records the current state of a member Lease; the member's name is
+// its [MemberLabel]. It reports whether the member's state changed.
+func (m *Membership) Observe(lease *coordinationv1.Lease) bool {
+	name := lease.Labels[MemberLabel]
+	if name == "" {
+		return false
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	d := DefaultLeaseDuration
+	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
+		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	fp := lease.ResourceVersion
+	if fp == "" {
+		fp = holder
+		if lease.Spec.RenewTime != nil {
+			fp += "@" + lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.members[name]
+	if !ok {
+		m.members[name] = &observed{fingerprint: fp, holder: holder, duration: d, seen: now}
+		return true
+	}
+	before := m.stateLocked(o, now)
+	if o.fingerprint != fp {
+		o.fingerprint, o.holder, o.seen = fp, holder, now
+	}
+	o.duration = d
+	return m.stateLocked(o, now) != before
+}
+
+// Forget drops a member whose Lease was deleted; it is dead from then on.
+func (m *Membership) Forget(member string) {
+	m.mu.Lock()
+	delete(m.members, member)
+	m.mu.Unlock()
+}
+
+func (m *Membership) stateLocked(o *observed, now time.Time) MemberState {
+	if o.holder == "" {
+		return StateDead
+	}
+	age := now.Sub(o.seen)
+	switch {
+	case age <= o.duration:
+		return StateReady
+	case age <= o.duration+m.grace(o.duration):
+		return StateExpired
+	}
+	return StateDead
+}
+
+// State returns a member's state now. A member without a Lease is dead.
+func (m *Membership) State(member string) MemberState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.members[member]
+	if !ok {
+		return StateDead
+	}
+	return m.stateLocked(o, m.clock.Now())
+}
+
+// States returns every known member's state now.
+func (m *Membership) States() map[string]MemberState {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]MemberState, len(m.members))
+	for name, o := range m.members {
+		out[name] = m.stateLocked(o, now)
+	}
+	return out
+}
+
+// Ready returns the ready members, sorted.
+func (m *Membership) Ready() []string {
+	var out []string
+	for name, s := range m.States() {
+		if s == StateReady {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NextTransition returns how long until some member's state changes by the
+// passage of time alone (ready→expired or expired→dead), or 0 when none will.
+func (m *Membership) NextTransition() time.Duration {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Duration
+	for _, o := range m.members {
+		if o.holder == "" {
+			continue
+		}
+		age := now.Sub(o.seen)
+		var d time.Duration
+		switch {
+		case age <= o.duration:
+			d = o.duration - age
+		case age <= o.duration+m.grace(o.duration):
+			d = o.duration + m.grace(o.duration) - age
+		default:
+			continue
+		}
+		d += time.Millisecond // land just past the boundary
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	return next
+}
