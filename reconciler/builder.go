@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -17,6 +19,7 @@ import (
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/phase"
+	"github.com/opkit/opkit/sharding"
 )
 
 // Builder wires a [Reconciler] into a manager. Start with [For]; every method
@@ -35,7 +38,7 @@ type Builder[T client.Object] struct {
 	obs         *observability.Observability
 	concurrency int
 	predicates  []predicate.Predicate
-	shard       func(T) bool
+	shard       *sharding.Shard
 	steps       Steps[T]
 	errs        []error
 }
@@ -114,10 +117,16 @@ func (b *Builder[T]) WithPredicates(p ...predicate.Predicate) *Builder[T] {
 	return b
 }
 
-// Sharded makes the reconciler skip objects for which owns returns false (e.g.
-// a sharding guard: another replica owns them), and filters their events.
-func (b *Builder[T]) Sharded(owns func(T) bool) *Builder[T] {
-	b.shard = owns
+// Shard makes this controller one member of a sharded operator: it reconciles
+// only the objects s assigns to this replica (each reconcile runs inside
+// [sharding.Shard.Begin], so an object is never reconciled by two replicas at
+// once), filters events with s's predicate, runs without leader election, labels
+// every desired child with its owner's shard (so children land in this member's
+// cache at once), and registers s (drain acknowledgement, Lease) with the
+// manager. The manager's cache must be restricted with s.CacheByObject for the
+// memory savings; see the sharding package.
+func (b *Builder[T]) Shard(s *sharding.Shard) *Builder[T] {
+	b.shard = s
 	return b
 }
 
@@ -136,7 +145,17 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if b.obs != nil {
 		c = b.obs.Client(c)
 	}
-	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status, owns: b.shard, machine: b.machine}
+	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status, machine: b.machine}
+	if b.shard != nil && b.desired != nil {
+		shard, desired := b.shard, b.desired
+		r.desired = func(ctx context.Context, obj T) ([]client.Object, error) {
+			children, err := desired(ctx, obj)
+			for _, c := range children {
+				shard.LabelChild(obj, c)
+			}
+			return children, err
+		}
+	}
 	if b.obs != nil {
 		r.metrics = b.obs.Metrics()
 		r.recorder = b.obs.Recorder(b.name)
@@ -188,20 +207,22 @@ func (b *Builder[T]) Complete() error {
 		return err
 	}
 	preds := append([]predicate.Predicate{DefaultPredicate()}, b.predicates...)
-	if b.shard != nil {
-		shard := b.shard
-		preds = append(preds, predicate.NewPredicateFuncs(func(o client.Object) bool {
-			t, ok := o.(T)
-			return ok && shard(t)
-		}))
-	}
+	opts := controller.Options{MaxConcurrentReconciles: b.concurrency}
 	var rec reconcile.Reconciler = r
+	if b.shard != nil {
+		if err := b.shard.SetupWithManager(b.mgr, b.newObject()); err != nil {
+			return fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		preds = append(preds, b.shard.Predicate())
+		opts.NeedLeaderElection = ptr.To(false)
+		rec = guarded(b.shard, b.newObject, rec)
+	}
 	if b.obs != nil {
-		rec = b.obs.Wrap(b.name, r)
+		rec = b.obs.Wrap(b.name, rec)
 	}
 	bld := builder.ControllerManagedBy(b.mgr).
 		Named(b.name).
-		WithOptions(controller.Options{MaxConcurrentReconciles: b.concurrency})
+		WithOptions(opts)
 	if b.obs != nil {
 		bld = bld.Watches(b.newObject(), b.obs.TriggerHandler(b.name, &handler.EnqueueRequestForObject{}), builder.WithPredicates(preds...))
 	} else {
@@ -242,4 +263,19 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// guarded runs inner inside shard.Begin for the requested object.
+func guarded[T client.Object](shard *sharding.Shard, newObject func() T, inner reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		obj := newObject()
+		obj.SetNamespace(req.Namespace)
+		obj.SetName(req.Name)
+		end, mine, err := shard.Begin(ctx, obj)
+		if err != nil || !mine {
+			return reconcile.Result{}, err
+		}
+		defer end()
+		return inner.Reconcile(ctx, req)
+	})
 }

@@ -49,7 +49,6 @@ type Reconciler[T client.Object] struct {
 	ensurer   *ensure.Ensurer
 	desired   DesiredFunc[T]
 	status    StatusFunc[T]
-	owns      func(T) bool
 	metrics   *observability.Metrics
 	recorder  *observability.Recorder
 	steps     Steps[T]
@@ -84,11 +83,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return outcome.Result(fmt.Errorf("get %s: %w", req.NamespacedName, err))
 	}
-	if r.owns != nil && !r.owns(obj) {
-		// Another shard owns it now; it reconciles the object.
-		return reconcile.Result{}, nil
-	}
-
 	if r.machine != nil {
 		if res, done, err := r.stepMachine(ctx, req, obj); done {
 			return res, err

@@ -26,6 +26,7 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/reconciler"
+	"github.com/opkit/opkit/sharding"
 )
 
 // Name is the controller's name: field owner, event source, metrics label.
@@ -45,8 +46,9 @@ type Options struct {
 	Observability *observability.Observability
 	// Concurrency is MaxConcurrentReconciles (default 4).
 	Concurrency int
-	// Sharded, when set, limits the controller to WebApps it returns true for.
-	Sharded func(*webappv1.WebApp) bool
+	// Shard, when set, makes this replica one member of a sharded operator:
+	// it reconciles only the WebApps assigned to it (see the sharding package).
+	Shard *sharding.Shard
 }
 
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;update;patch
@@ -80,8 +82,8 @@ func Setup(mgr manager.Manager, o Options) error {
 		}).
 		Observability(o.Observability).
 		Concurrency(o.Concurrency)
-	if o.Sharded != nil {
-		b = b.Sharded(o.Sharded)
+	if o.Shard != nil {
+		b = b.Shard(o.Shard)
 	}
 	return b.Complete()
 }
