@@ -58,6 +58,10 @@ var (
 //	opkit_finalizer_stuck_objects{controller}                     gauge: objects stuck in deletion now
 //	opkit_finalizer_stuck_deletions_total{controller}             counter: times an object became stuck
 //	opkit_ensure_results_total{controller,action}                 counter
+//	opkit_shard_objects{ring,member}                              gauge: objects labelled for a member (member="" = unassigned)
+//	opkit_shard_events_total{ring,member,event}                   counter: assigned, moved_in, moved_out, drain_requested, drain_acknowledged
+//	opkit_shard_ring_recomputations_total{ring}                   counter
+//	opkit_shard_ring_members{ring}                                gauge: ready members in the ring
 type Metrics struct {
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
@@ -71,10 +75,17 @@ type Metrics struct {
 	stuckObjects        *prometheus.GaugeVec
 	stuckDeletionsTotal *prometheus.CounterVec
 	ensureResults       *prometheus.CounterVec
+	shardObjects        *prometheus.GaugeVec
+	shardEvents         *prometheus.CounterVec
+	shardRecomputations *prometheus.CounterVec
+	shardMembers        *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	conds map[objectRef]map[string]string // condition type -> normalised status
 	stuck map[objectRef]struct{}
+	// shardSeen remembers every member ShardObjects reported per ring, so a
+	// member that disappears from the counts is set to 0.
+	shardSeen map[string]map[string]struct{}
 }
 
 type objectRef struct {
@@ -182,10 +193,27 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 			Namespace: ns, Name: "ensure_results_total",
 			Help: "Objects ensured, by controller and action (created, updated, unchanged, deleted).",
 		}, []string{"controller", "action"}),
+		shardObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "shard_objects",
+			Help: "Objects labelled for each member of a sharding ring (member=\"\" counts unassigned objects), as last counted by the ring's assigner.",
+		}, []string{"ring", "member"}),
+		shardEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "shard_events_total",
+			Help: "Sharding events by ring, member and event (assigned, moved_in, moved_out, drain_requested, drain_acknowledged).",
+		}, []string{"ring", "member", "event"}),
+		shardRecomputations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "shard_ring_recomputations_total",
+			Help: "Times the ring was rebuilt because its set of ready members changed.",
+		}, []string{"ring"}),
+		shardMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "shard_ring_members",
+			Help: "Ready members in the ring at its last recomputation.",
+		}, []string{"ring"}),
 	}
 	all := []prometheus.Collector{
 		m.reconcileTotal, m.reconcileDuration, m.conditionObjects, m.phaseTransitions, m.phaseDuration,
 		m.cleanupDuration, m.stuckObjects, m.stuckDeletionsTotal, m.ensureResults,
+		m.shardObjects, m.shardEvents, m.shardRecomputations, m.shardMembers,
 	}
 	for _, c := range all {
 		if err := reg.Register(c); err != nil {
@@ -348,5 +376,51 @@ func normaliseStatus(s metav1.ConditionStatus) string {
 		return string(s)
 	default:
 		return string(metav1.ConditionUnknown)
+	}
+}
+
+// ShardEvent adds one to shard_events_total{ring,member,event}. event is one of
+// assigned, moved_in, moved_out, drain_requested, drain_acknowledged.
+func (m *Metrics) ShardEvent(ring, member, event string) {
+	if m == nil {
+		return
+	}
+	m.shardEvents.WithLabelValues(ring, member, event).Inc()
+}
+
+// ShardRing records a ring recomputation and its number of ready members.
+func (m *Metrics) ShardRing(ring string, members int) {
+	if m == nil {
+		return
+	}
+	m.shardRecomputations.WithLabelValues(ring).Inc()
+	m.shardMembers.WithLabelValues(ring).Set(float64(members))
+}
+
+// ShardObjects sets shard_objects{ring,member} from counts (member "" counts
+// unassigned objects). Members missing from counts are set to 0 rather than
+// deleted, so a member that lost all its objects shows 0.
+func (m *Metrics) ShardObjects(ring string, counts map[string]int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shardSeen == nil {
+		m.shardSeen = map[string]map[string]struct{}{}
+	}
+	seen := m.shardSeen[ring]
+	if seen == nil {
+		seen = map[string]struct{}{}
+		m.shardSeen[ring] = seen
+	}
+	for member := range seen {
+		if _, ok := counts[member]; !ok {
+			m.shardObjects.WithLabelValues(ring, member).Set(0)
+		}
+	}
+	for member, n := range counts {
+		seen[member] = struct{}{}
+		m.shardObjects.WithLabelValues(ring, member).Set(float64(n))
 	}
 }

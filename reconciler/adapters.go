@@ -12,6 +12,7 @@ import (
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/phase"
+	"github.com/opkit/opkit/sharding"
 )
 
 // The pattern packages report through small interfaces of their own; these
@@ -66,4 +67,38 @@ type phaseObserver struct {
 
 func (o phaseObserver) Transition(_ string, from, to phase.Phase, timeInFrom time.Duration) {
 	o.metrics.PhaseTransition(o.controller, string(from), string(to), timeInFrom)
+}
+
+// ShardObserver reports a sharding ring's assigner and members to metrics
+// (opkit_shard_objects, opkit_shard_events_total, opkit_shard_ring_*). Pass it
+// to sharding.WithObserver and sharding.WithShardObserver.
+func ShardObserver(m *observability.Metrics) sharding.Observer {
+	return shardObserver{metrics: m}
+}
+
+type shardObserver struct{ metrics *observability.Metrics }
+
+func (o shardObserver) ObjectAssigned(ring, member string) {
+	o.metrics.ShardEvent(ring, member, "assigned")
+}
+
+func (o shardObserver) ObjectMoved(ring, from, to string, _ bool) {
+	o.metrics.ShardEvent(ring, from, "moved_out")
+	o.metrics.ShardEvent(ring, to, "moved_in")
+}
+
+func (o shardObserver) DrainRequested(ring, member string) {
+	o.metrics.ShardEvent(ring, member, "drain_requested")
+}
+
+func (o shardObserver) DrainAcknowledged(ring, member string) {
+	o.metrics.ShardEvent(ring, member, "drain_acknowledged")
+}
+
+func (o shardObserver) RingRecomputed(ring string, members []string) {
+	o.metrics.ShardRing(ring, len(members))
+}
+
+func (o shardObserver) MemberObjects(ring string, counts map[string]int) {
+	o.metrics.ShardObjects(ring, counts)
 }
