@@ -58,6 +58,8 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) object paths=./examples/...
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/webapp/api/... output:crd:artifacts:config=examples/webapp/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=webapp-operator paths=./examples/webapp/controller/... output:rbac:artifacts:config=examples/webapp/config/rbac
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/database/api/... output:crd:artifacts:config=examples/database/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=database-operator paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date
