@@ -248,6 +248,16 @@ func (a *Assigner) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("sharding: assigner cache did not sync: %w", <-cacheDone)
 	}
+	// Event handlers deliver the Leases after the sync; read them now so the
+	// first recompute knows every member (one not yet seen would count as
+	// dead and lose its objects without a drain).
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases, client.InNamespace(a.leaseNamespace), client.MatchingLabels{RingLabel: a.ring}); err != nil {
+		return fmt.Errorf("sharding: assigner: list member Leases: %w", err)
+	}
+	for i := range leases.Items {
+		a.membership.Observe(&leases.Items[i])
+	}
 	a.recompute(ctx, true)
 
 	var wg sync.WaitGroup

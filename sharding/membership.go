@@ -51,7 +51,8 @@ const DefaultLeaseDuration = 15 * time.Second
 // observer's clock. Clock skew between replicas therefore cannot make a member
 // look alive or dead; the price is that an observer that has just started
 // (e.g. a newly elected assigner) waits a full duration+grace before it
-// declares a silent member dead.
+// declares a silent member dead, and counts a member ready only once it has
+// seen its Lease renewed (a Lease seen for the first time is expired until then).
 //
 // Methods are safe for concurrent use.
 type Membership struct {
@@ -67,6 +68,10 @@ type observed struct {
 	holder      string
 	duration    time.Duration
 	seen        time.Time // observer clock, when fingerprint last changed
+	// confirmed is false until the observer has seen the Lease change: a Lease
+	// seen for the first time may be long dead (its renewTime is another
+	// machine's clock and is never trusted), so it is not ready yet.
+	confirmed bool
 }
 
 // MembershipOption configures [NewMembership].
@@ -131,7 +136,7 @@ func (m *Membership) Observe(lease *coordinationv1.Lease) bool {
 	}
 	before := m.stateLocked(o, now)
 	if o.fingerprint != fp {
-		o.fingerprint, o.holder, o.seen = fp, holder, now
+		o.fingerprint, o.holder, o.seen, o.confirmed = fp, holder, now, true
 	}
 	o.duration = d
 	return m.stateLocked(o, now) != before
@@ -150,8 +155,13 @@ func (m *Membership) stateLocked(o *observed, now time.Time) MemberState {
 	}
 	age := now.Sub(o.seen)
 	switch {
-	case age <= o.duration:
+	case age <= o.duration && o.confirmed:
 		return StateReady
+	case age <= o.duration:
+		// Seen once, never seen renewing: off the ring but not dead, so a
+		// newly started observer neither hands objects to a member that may be
+		// long gone nor takes them from one that is alive.
+		return StateExpired
 	case age <= o.duration+m.grace(o.duration):
 		return StateExpired
 	}

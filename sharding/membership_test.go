@@ -36,8 +36,13 @@ func TestMembershipTransitions(t *testing.T) {
 			t.Fatalf("at +%s %s is %s, want %s", clk.Since(start), member, got, s)
 		}
 	}
-	if !m.Observe(lease("a", "a-1", "1", start)) {
+	if !m.Observe(lease("a", "a-1", "0", start)) {
 		t.Fatal("first observation must report a change")
+	}
+	// Seen once: it may be a long-dead member's Lease, so not on the ring yet.
+	want("a", StateExpired)
+	if !m.Observe(lease("a", "a-1", "1", start)) {
+		t.Fatal("the first renewal seen must report a change")
 	}
 	want("a", StateReady)
 	want("unknown", StateDead)
@@ -86,8 +91,10 @@ func TestMembershipIgnoresRemoteClocks(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(now)
 	m := NewMembership(WithClock(clk))
-	m.Observe(lease("behind", "x", "1", now.Add(-time.Hour))) // renewTime an hour in the past
-	m.Observe(lease("ahead", "y", "1", now.Add(time.Hour)))   // an hour in the future
+	for _, rv := range []string{"0", "1"} { // seen, then seen renewing
+		m.Observe(lease("behind", "x", rv, now.Add(-time.Hour))) // renewTime an hour in the past
+		m.Observe(lease("ahead", "y", rv, now.Add(time.Hour)))   // an hour in the future
+	}
 	for _, s := range []string{"behind", "ahead"} {
 		if got := m.State(s); got != StateReady {
 			t.Fatalf("%s is %s right after a change, want ready", s, got)

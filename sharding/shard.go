@@ -235,13 +235,16 @@ func (s *Shard) activeLocked() bool {
 // when owner has none). Reconcilers call it on children they create so the
 // children are in the member's cache at once instead of after the [Assigner]
 // labelled them.
+//
+// The child gets a new labels map: callers often share one map between a
+// child's labels and its selectors, which must never carry the shard label.
 func (s *Shard) LabelChild(owner, child client.Object) {
 	key := ShardLabel(s.ring)
-	l := child.GetLabels()
+	l := make(map[string]string, len(child.GetLabels())+1)
+	for k, v := range child.GetLabels() {
+		l[k] = v
+	}
 	if v, ok := owner.GetLabels()[key]; ok {
-		if l == nil {
-			l = map[string]string{}
-		}
 		l[key] = v
 	} else {
 		delete(l, key)
