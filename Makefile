@@ -58,9 +58,19 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) object paths=./examples/...
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/webapp/api/... output:crd:artifacts:config=examples/webapp/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=webapp-operator paths=./examples/webapp/controller/... output:rbac:artifacts:config=examples/webapp/config/rbac
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/bucket/api/... output:crd:artifacts:config=examples/bucket/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=bucket-operator paths=./examples/bucket/controller/... output:rbac:artifacts:config=examples/bucket/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/database/api/... output:crd:artifacts:config=examples/database/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=database-operator paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date
 	@git diff --exit-code -- examples || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+
+# bench is also a directory: without .PHONY make would call it up to date.
+.PHONY: bench bench-quick
+bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs opkit webapp (< 15 min); report in out/bench
+	@dir=$$($(ASSETS_CMD)); KUBEBUILDER_ASSETS="$$dir" $(GO) run ./bench/cmd/opkit-bench --out out/bench $(BENCH_FLAGS)
+
+bench-quick: ## the same benchmark with small numbers (< 3 min), a smoke run; report in out/bench-quick
+	@dir=$$($(ASSETS_CMD)); KUBEBUILDER_ASSETS="$$dir" $(GO) run ./bench/cmd/opkit-bench --out out/bench-quick --quick $(BENCH_FLAGS)

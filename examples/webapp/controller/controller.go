@@ -99,25 +99,27 @@ func Labels(app *webappv1.WebApp) map[string]string {
 // the operator manages are set; the Deployment's replicas stay unset when the
 // WebApp leaves them unset, so an autoscaler can own them.
 func Children(app *webappv1.WebApp) []client.Object {
-	labels := Labels(app)
+	// Each field gets its own map (Labels returns a new one): selectors are
+	// immutable, and whoever adds a label to a child (e.g. a shard label) must
+	// not reach them.
 	port := app.Spec.Port
 	if port == 0 {
 		port = 8080
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name + "-config", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name + "-config", Labels: Labels(app)},
 		Data:       app.Spec.Config,
 	}
 	dep := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: Labels(app)},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: app.Spec.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: Labels(app)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels: labels,
+					Labels: Labels(app),
 					// Config changes roll the pods: the template changes with the data.
 					Annotations: map[string]string{"apps.example.com/config-hash": hash(app.Spec.Config)},
 				},
@@ -137,9 +139,9 @@ func Children(app *webappv1.WebApp) []client.Object {
 	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name, Labels: Labels(app)},
 		Spec: corev1.ServiceSpec{
-			Selector: labels,
+			Selector: Labels(app),
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}},
 		},
 	}

@@ -1,0 +1,750 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/testenv"
+)
+
+// Scenario names, in report order.
+const (
+	ScenarioConverge = "converge"
+	ScenarioRestart  = "restart"
+	ScenarioChurn    = "churn"
+	ScenarioDelete   = "delete"
+)
+
+// Settings are what every contender shares in a run; the report prints them.
+type Settings struct {
+	// Workers is the reconcile concurrency of both operators
+	// (MaxConcurrentReconciles) and the number of workers of the ceiling's
+	// raw client loop.
+	Workers int `json:"workers"`
+	// QPS and Burst are the client rate limits of every contender.
+	QPS   float32 `json:"qps"`
+	Burst int     `json:"burst"`
+	// LoadWorkers is how many concurrent requests the load generator sends.
+	LoadWorkers int `json:"loadWorkers"`
+	// N is how many WebApps the converge, restart and delete scenarios use.
+	N int `json:"n"`
+	// ChurnObjects, ChurnRate (spec changes per second) and ChurnDuration
+	// shape the spec churn scenario.
+	ChurnObjects  int           `json:"churnObjects"`
+	ChurnRate     float64       `json:"churnRate"`
+	ChurnDuration time.Duration `json:"churnDuration"`
+	// Quiet is how long request and reconcile counts must stay unchanged
+	// before a scenario's counts are read.
+	Quiet time.Duration `json:"quiet"`
+}
+
+// Options configure [Run].
+type Options struct {
+	// Out is the directory for report.md, report.json and the SVG charts.
+	Out string
+	// Mode names the preset the settings came from ("quick", "default", "full"),
+	// for the report.
+	Mode     string
+	Settings Settings
+	// Isolated gives every scenario its own fresh control plane, converging
+	// its WebApps first (unmeasured). By default each contender gets one fresh
+	// control plane and runs the scenarios as one lifecycle on it: converge,
+	// restart, churn, delete, each starting from the state the previous one left.
+	Isolated bool
+	// Contenders and Scenarios select a subset (default: all, in report order).
+	Contenders []string
+	Scenarios  []string
+	// Log receives progress lines (default: discarded).
+	Log io.Writer
+}
+
+// Quick is the preset of a quick run (CI smoke, under 3 minutes).
+func Quick() Settings {
+	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 100, ChurnObjects: 20, ChurnRate: 10, ChurnDuration: 4 * time.Second, Quiet: time.Second}
+}
+
+// Default is the preset of a default run (under 15 minutes on 2 cores).
+func Default() Settings {
+	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second}
+}
+
+// Full is Default with 5,000 WebApps.
+func Full() Settings {
+	s := Default()
+	s.N = 5000
+	return s
+}
+
+// Result is one contender's figures in one scenario.
+type Result struct {
+	Scenario  string `json:"scenario"`
+	Contender string `json:"contender"`
+	// N is how many objects (or spec changes) the measured phase covered.
+	N int `json:"n"`
+	// Converged: every expected object reached the expected state in time.
+	Converged   bool   `json:"converged"`
+	Outstanding int    `json:"outstanding,omitempty"`
+	Error       string `json:"error,omitempty"`
+	// Seconds is the measured window; Throughput is N (or reconciles) per second of it.
+	Seconds    float64 `json:"seconds"`
+	Throughput float64 `json:"throughput"`
+	Unit       string  `json:"unit"`
+	// Requests counts the contender's API requests ("verb resource") during
+	// the measured phase, from testenv.CountRequests.
+	Requests map[string]int `json:"requests"`
+	ByVerb   map[string]int `json:"byVerb"`
+	Total    int            `json:"total"`
+	Writes   int            `json:"writes"`
+	// LiveGets are GET requests for API resources (discovery excluded): reads
+	// that bypassed the cache.
+	LiveGets int `json:"liveGets"`
+	// Reconciles is the controller's reconcile count during the phase (NaN
+	// for the ceiling; ReconcileCount carries it in JSON, which has no NaN).
+	Reconciles     float64  `json:"-"`
+	ReconcileCount *float64 `json:"reconciles,omitempty"`
+	// Failed counts responses with status >= 400 (0: transport error) by code.
+	Failed      map[int]int `json:"failed,omitempty"`
+	FailedTotal int         `json:"failedTotal"`
+	LoadErrors  int         `json:"loadErrors,omitempty"`
+	// Latencies (create or spec change to Ready for its generation, or delete to gone), sorted.
+	Latencies []time.Duration `json:"latencies,omitempty"`
+	P50       time.Duration   `json:"p50"`
+	P99       time.Duration   `json:"p99"`
+	Max       time.Duration   `json:"max"`
+	// HeapBytes is the live heap the contender's manager added (restart only).
+	HeapBytes float64 `json:"heapBytes,omitempty"`
+	// StoredBytes is the JSON size of the WebApps and children the contender
+	// left, as the API server returns them (restart only).
+	StoredBytes  float64 `json:"storedBytes,omitempty"`
+	SetupSeconds float64 `json:"setupSeconds,omitempty"`
+}
+
+// PerObject divides v by N (NaN when N is zero).
+func (r *Result) PerObject(v float64) float64 {
+	if r.N == 0 {
+		return math.NaN()
+	}
+	return v / float64(r.N)
+}
+
+// Report is a whole run.
+type Report struct {
+	Date     time.Time     `json:"date"`
+	Took     time.Duration `json:"took"`
+	Mode     string        `json:"mode"`
+	Isolated bool          `json:"isolated"`
+	Machine  Machine       `json:"machine"`
+	Settings Settings      `json:"settings"`
+	Results  []*Result     `json:"results"`
+}
+
+// Find returns the result of contender in scenario, or nil.
+func (r *Report) Find(scenario, contender string) *Result {
+	for _, res := range r.Results {
+		if res.Scenario == scenario && res.Contender == contender {
+			return res
+		}
+	}
+	return nil
+}
+
+// Run runs every selected scenario for every selected contender, each on a
+// fresh control plane, writes the report and charts to o.Out, and returns
+// the report. A contender that does not converge is reported as such, not
+// as an error; errors are for a run that could not take place.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Settings.N == 0 {
+		o.Settings = Default()
+	}
+	if len(o.Contenders) == 0 {
+		o.Contenders = []string{Ceiling, Baseline, Opkit}
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = []string{ScenarioConverge, ScenarioRestart, ScenarioChurn, ScenarioDelete}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Out == "" {
+		return nil, errors.New("bench: no output directory")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine()}
+	start := time.Now()
+	if o.Isolated {
+		for _, sc := range o.Scenarios {
+			for _, name := range o.Contenders {
+				if err := runOn(ctx, o, rep, name, []string{sc}); err != nil {
+					return rep, err
+				}
+			}
+		}
+	} else {
+		for _, name := range o.Contenders {
+			if err := runOn(ctx, o, rep, name, o.Scenarios); err != nil {
+				return rep, err
+			}
+		}
+	}
+	order := map[string]int{}
+	for i, sc := range o.Scenarios {
+		order[sc] = i * 10
+	}
+	for i, c := range o.Contenders {
+		order[c] = i
+	}
+	sort.SliceStable(rep.Results, func(i, j int) bool {
+		a, b := rep.Results[i], rep.Results[j]
+		return order[a.Scenario]+order[a.Contender] < order[b.Scenario]+order[b.Contender]
+	})
+	rep.Took = time.Since(start)
+	if err := write(rep, o.Out); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func logf(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func (r *Result) summary() string {
+	s := fmt.Sprintf("converged=%v n=%d %.1f %s in %.1fs writes/obj=%.2f", r.Converged, r.N, r.Throughput, r.Unit, r.Seconds, r.PerObject(float64(r.Writes)))
+	if !math.IsNaN(r.Reconciles) {
+		s += fmt.Sprintf(" reconciles/obj=%.2f", r.PerObject(r.Reconciles))
+	}
+	if r.P99 > 0 {
+		s += fmt.Sprintf(" p50=%s p99=%s", r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
+	}
+	if r.HeapBytes != 0 {
+		s += fmt.Sprintf(" heap/1000=%.1fMiB", r.HeapBytes/float64(r.N)*1000/(1<<20))
+	}
+	if r.FailedTotal > 0 {
+		s += fmt.Sprintf(" failed=%d", r.FailedTotal)
+	}
+	if r.Error != "" {
+		s += " error=" + r.Error
+	}
+	return s
+}
+
+// runOn starts a fresh control plane and runs scenarios, in order, for one
+// contender on it.
+func runOn(ctx context.Context, o Options, rep *Report, contender string, scenarios []string) (err error) {
+	logf(o.Log, "== %s: fresh control plane for %s", contender, strings.Join(scenarios, ", "))
+	cl, err := startCluster(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.Machine.Kubernetes == "" {
+		rep.Machine.Kubernetes = cl.version
+	}
+	r := &runner{o: o, cl: cl, contender: contender}
+	defer func() {
+		err = errors.Join(err, r.stopInstance(), cl.stop())
+	}()
+	for _, sc := range scenarios {
+		step, ok := map[string]func(context.Context) (*Result, error){
+			ScenarioConverge: r.converge, ScenarioRestart: r.restart, ScenarioChurn: r.churn, ScenarioDelete: r.delete,
+		}[sc]
+		if !ok {
+			return fmt.Errorf("unknown scenario %q", sc)
+		}
+		res, err := step(ctx)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %w", sc, contender, err)
+		}
+		res.Scenario, res.Contender = sc, contender
+		logf(o.Log, "   %-8s %-8s %s", sc, contender, res.summary())
+		rep.Results = append(rep.Results, res)
+	}
+	return nil
+}
+
+type runner struct {
+	o         Options
+	cl        *cluster
+	contender string
+	inst      instance
+	// have is how many WebApps (app-00000 on) exist and were Ready.
+	have int
+}
+
+func (r *runner) start(ctx context.Context) error {
+	inst, err := startContender(ctx, r.contender, r.cl, r.o.Settings)
+	if err != nil {
+		return err
+	}
+	r.inst = inst
+	return nil
+}
+
+func (r *runner) stopInstance() error {
+	if r.inst == nil {
+		return nil
+	}
+	err := r.inst.stop()
+	r.inst = nil
+	return err
+}
+
+func appName(i int) string { return fmt.Sprintf("app-%05d", i) }
+
+func newApp(name string) *webappv1.WebApp {
+	return &webappv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: webappv1.WebAppSpec{
+			Image: "nginx:1.27", Replicas: ptr.To[int32](1), Port: 8080,
+			Config: map[string]string{"greeting": "hello"}, Headless: true,
+		},
+	}
+}
+
+// parallel runs fn for 0..n-1 on workers goroutines and returns how many failed.
+func parallel(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error) int {
+	var failed int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return failed
+}
+
+func convergeTimeout(n int) time.Duration {
+	return max(90*time.Second, time.Duration(n)*200*time.Millisecond)
+}
+
+// phase measures one phase: it resets the counters, runs act, waits for the
+// tracker, then for quiet, and fills a Result.
+func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Duration, act func(ctx context.Context) int) *Result {
+	req, fail := r.inst.requests(), r.inst.failures()
+	req.Reset()
+	fail.reset()
+	r.cl.tracker.reset()
+	rec0 := r.inst.reconciles()
+	start := time.Now()
+	loadErrs := act(ctx)
+	left := r.cl.tracker.wait(ctx, timeout)
+	lat, last := r.cl.tracker.results()
+	if last.IsZero() {
+		last = time.Now()
+	}
+	r.settle(ctx)
+	res := &Result{N: n, Converged: left == 0 && loadErrs == 0, Outstanding: left, LoadErrors: loadErrs, Unit: unit, Latencies: lat}
+	res.Seconds = last.Sub(start).Seconds()
+	if res.Seconds > 0 {
+		res.Throughput = float64(len(lat)) / res.Seconds
+	}
+	res.Reconciles = r.inst.reconciles() - rec0
+	fillRequests(res, req, fail)
+	fillLatencies(res)
+	return res
+}
+
+// settle waits until the contender's request and reconcile counts have not
+// moved for Quiet (at most 30s), so trailing reconciles are counted.
+func (r *runner) settle(ctx context.Context) {
+	deadline := time.Now().Add(30 * time.Second)
+	lastTotal, lastRec := -1, math.NaN()
+	stable := time.Now()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		total, rec := r.inst.requests().Total(), r.inst.reconciles()
+		if total != lastTotal || !sameFloat(rec, lastRec) {
+			lastTotal, lastRec, stable = total, rec, time.Now()
+		} else if time.Since(stable) >= r.o.Settings.Quiet {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
+
+func fillRequests(res *Result, req *testenv.RequestCounter, fail *failureCounter) {
+	res.Requests, res.ByVerb = map[string]int{}, map[string]int{}
+	for k, v := range req.Snapshot() {
+		res.Requests[k.String()] += v
+		res.ByVerb[k.Verb] += v
+		res.Total += v
+		if k.IsWrite() {
+			res.Writes += v
+		}
+		if k.Verb == "get" && !strings.HasPrefix(k.Resource, "/") {
+			res.LiveGets += v
+		}
+	}
+	res.Failed = fail.snapshot()
+	for _, v := range res.Failed {
+		res.FailedTotal += v
+	}
+}
+
+func fillLatencies(res *Result) {
+	res.P50, res.P99 = percentile(res.Latencies, 0.50), percentile(res.Latencies, 0.99)
+	if n := len(res.Latencies); n > 0 {
+		res.Max = res.Latencies[n-1]
+	}
+}
+
+// percentile of sorted durations, nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// createAll is the load generator: it creates n WebApps with LoadWorkers
+// concurrent requests, each registered with the tracker first.
+func (r *runner) createAll(ctx context.Context, from, to int) int {
+	return parallel(ctx, r.o.Settings.LoadWorkers, to-from, func(ctx context.Context, i int) error {
+		app := newApp(appName(from + i))
+		r.cl.tracker.expect(app.Name, 1, time.Now())
+		if err := r.cl.admin.Create(ctx, app); err != nil {
+			r.cl.tracker.forget(app.Name)
+			return err
+		}
+		r.inst.created(app)
+		return nil
+	})
+}
+
+// converge: create N WebApps; CR/s from the first create to the last Ready.
+func (r *runner) converge(ctx context.Context) (*Result, error) {
+	if r.have > 0 {
+		return nil, errors.New("converge must run first on a control plane")
+	}
+	if r.inst == nil {
+		if err := r.start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	n := r.o.Settings.N
+	res := r.phase(ctx, n, "CR/s", convergeTimeout(n), func(ctx context.Context) int { return r.createAll(ctx, 0, n) })
+	if res.Converged {
+		r.have = n
+	}
+	return res, nil
+}
+
+// ensure makes sure the contender runs and at least n WebApps exist and were
+// Ready, converging the missing ones with the contender itself (so that what
+// exists is exactly what that contender writes). It returns how long that
+// took; it is not measured otherwise.
+func (r *runner) ensure(ctx context.Context, n int) (float64, error) {
+	if r.inst == nil {
+		if err := r.start(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if r.have >= n {
+		return 0, nil
+	}
+	logf(r.o.Log, "   setup: %s converges %d WebApps", r.contender, n-r.have)
+	t0 := time.Now()
+	res := r.phase(ctx, n-r.have, "CR/s", convergeTimeout(n), func(ctx context.Context) int { return r.createAll(ctx, r.have, n) })
+	if !res.Converged {
+		return 0, fmt.Errorf("setup: %d of %d WebApps did not become Ready", res.Outstanding, n-r.have)
+	}
+	r.have = n
+	return time.Since(t0).Seconds(), nil
+}
+
+// restart: with N converged WebApps, stop the contender and start a new
+// manager; count its requests until its reconciles stop, and the live heap
+// its manager added. The ceiling is what any restart must do: LIST the four
+// kinds once.
+func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
+	n := r.o.Settings.N
+	setupSeconds, err := r.ensure(ctx, n)
+	if err != nil {
+		return failed(n, err), nil
+	}
+	n = r.have
+	stored, err := r.storedBytes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.stopInstance(); err != nil {
+		return nil, err
+	}
+	// Nothing else of the harness holds objects during the measurement.
+	r.cl.stopHelpers()
+	defer func() { err = errors.Join(err, r.cl.startHelpers(ctx)) }()
+	if r.contender == Ceiling {
+		res, err := r.listCeiling(ctx, n, setupSeconds)
+		if res != nil {
+			res.StoredBytes = stored
+		}
+		return res, err
+	}
+	heap0 := liveHeap()
+	start := time.Now()
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	base := r.inst.reconciles()
+	last, lastChange := base, time.Now()
+	deadline := time.Now().Add(convergeTimeout(n))
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		cur := r.inst.reconciles()
+		if cur != last {
+			last, lastChange = cur, time.Now()
+		}
+		if cur-base >= float64(n) && time.Since(lastChange) >= r.o.Settings.Quiet {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.settle(ctx)
+	heap := liveHeap() - heap0
+	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, StoredBytes: stored}
+	res.Reconciles = r.inst.reconciles() - base
+	res.Converged = res.Reconciles >= float64(n)
+	if !res.Converged {
+		res.Outstanding = n - int(res.Reconciles)
+	}
+	res.Seconds = lastChange.Sub(start).Seconds()
+	if res.Seconds > 0 {
+		res.Throughput = res.Reconciles / res.Seconds
+	}
+	fillRequests(res, r.inst.requests(), r.inst.failures())
+	return res, nil
+}
+
+// storedBytes sums the JSON size of every object of the four kinds in the
+// benchmark namespace, managedFields included, as an informer caches them.
+func (r *runner) storedBytes(ctx context.Context) (float64, error) {
+	total := 0
+	for _, l := range []client.ObjectList{&webappv1.WebAppList{}, &corev1.ConfigMapList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}} {
+		if err := r.cl.admin.List(ctx, l, client.InNamespace(namespace)); err != nil {
+			return 0, err
+		}
+		items, err := apimeta.ExtractList(l)
+		if err != nil {
+			return 0, err
+		}
+		for _, item := range items {
+			data, err := json.Marshal(item)
+			if err != nil {
+				return 0, err
+			}
+			total += len(data)
+		}
+	}
+	return float64(total), nil
+}
+
+func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (*Result, error) {
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	ceil := r.inst.(*ceiling)
+	start := time.Now()
+	var errs []error
+	// What an informer's initial list costs: served from the watch cache.
+	opts := &client.ListOptions{Namespace: namespace, Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+	for _, l := range []client.ObjectList{&webappv1.WebAppList{}, &corev1.ConfigMapList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}} {
+		errs = append(errs, ceil.c.List(ctx, l, opts))
+	}
+	took := time.Since(start)
+	res := &Result{N: n, Unit: "objects/s", Seconds: took.Seconds(), Throughput: float64(n) / took.Seconds(), SetupSeconds: setupSeconds, Reconciles: math.NaN()}
+	if err := errors.Join(errs...); err != nil {
+		res.Error = err.Error()
+	}
+	res.Converged = res.Error == ""
+	fillRequests(res, r.inst.requests(), r.inst.failures())
+	return res, nil
+}
+
+func failed(n int, err error) *Result {
+	return &Result{N: n, Error: err.Error(), Reconciles: math.NaN(), Outstanding: n}
+}
+
+// liveHeap is the heap in use after two full collections.
+func liveHeap() float64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc)
+}
+
+// churn: with ChurnObjects converged WebApps, change one spec at ChurnRate
+// per second, round robin, for ChurnDuration; latency is from the change to
+// Ready for the new generation.
+func (r *runner) churn(ctx context.Context) (*Result, error) {
+	s := r.o.Settings
+	changes := int(s.ChurnRate * s.ChurnDuration.Seconds())
+	setupSeconds, err := r.ensure(ctx, s.ChurnObjects)
+	if err != nil {
+		return failed(changes, err), nil
+	}
+	r.settle(ctx)
+	gens := make([]int64, s.ChurnObjects)
+	var list webappv1.WebAppList
+	if err := r.cl.admin.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	for _, app := range list.Items {
+		var i int
+		if _, err := fmt.Sscanf(app.Name, "app-%d", &i); err == nil && i < len(gens) {
+			gens[i] = app.Generation
+		}
+	}
+	res := r.phase(ctx, changes, "changes/s", 90*time.Second, func(ctx context.Context) int {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / s.ChurnRate))
+		defer tick.Stop()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		errs := 0
+		for i := range changes {
+			if i > 0 {
+				select {
+				case <-ctx.Done():
+					return errs + changes - i
+				case <-tick.C:
+				}
+			}
+			k := i % s.ChurnObjects
+			gens[k]++
+			name, gen := appName(k), gens[k]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := r.change(ctx, name, gen, i); err != nil {
+					mu.Lock()
+					errs++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return errs
+	})
+	res.SetupSeconds = setupSeconds
+	return res, nil
+}
+
+func (r *runner) change(ctx context.Context, name string, gen int64, rev int) error {
+	r.cl.tracker.expect(name, gen, time.Now())
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"config": map[string]string{"rev": strconv.Itoa(rev)}}})
+	if err != nil {
+		return err
+	}
+	if err := r.cl.admin.Patch(ctx, app, client.RawPatch(types.MergePatchType, data)); err != nil {
+		r.cl.tracker.forgetGen(name, gen)
+		return err
+	}
+	if app.Generation != gen {
+		r.cl.tracker.forgetGen(name, gen)
+		return fmt.Errorf("%s: generation %d after the change, want %d", name, app.Generation, gen)
+	}
+	r.inst.changed(app)
+	return nil
+}
+
+// delete: with N converged WebApps (each with the finalizer), delete them
+// all; CR/s from the first delete to the last one gone.
+func (r *runner) delete(ctx context.Context) (*Result, error) {
+	n := r.o.Settings.N
+	setupSeconds, err := r.ensure(ctx, n)
+	if err != nil {
+		return failed(n, err), nil
+	}
+	n = r.have
+	r.settle(ctx)
+	res := r.phase(ctx, n, "CR/s", convergeTimeout(n), func(ctx context.Context) int {
+		return parallel(ctx, r.o.Settings.LoadWorkers, n, func(ctx context.Context, i int) error {
+			name := appName(i)
+			r.cl.tracker.expectGone(name, time.Now())
+			app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+			if err := r.cl.admin.Delete(ctx, app); err != nil {
+				r.cl.tracker.forget(name)
+				return err
+			}
+			r.inst.deleting(name)
+			return nil
+		})
+	})
+	r.have = 0
+	res.SetupSeconds = setupSeconds
+	return res, nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func write(rep *Report, dir string) error {
+	for _, res := range rep.Results {
+		if !math.IsNaN(res.Reconciles) {
+			res.ReconcileCount = ptr.To(res.Reconciles)
+		}
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
+		return err
+	}
+	charts, err := writeCharts(rep, dir)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(markdown(rep, charts)), 0o644)
+}

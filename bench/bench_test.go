@@ -1,0 +1,62 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/opkit/opkit/bench"
+)
+
+// TestQuickBenchmarkSmoke runs the benchmark end to end with tiny numbers so
+// it cannot rot: the report and charts are produced and every contender
+// converged in every scenario. It asserts nothing about speed.
+func TestQuickBenchmarkSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dozen control planes; run without -short")
+	}
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := bench.Quick()
+	s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration = 10, 5, 10, time.Second
+	s.Quiet = 500 * time.Millisecond
+	out := t.TempDir()
+	var log strings.Builder
+	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if want := 3 * 4; len(rep.Results) != want {
+		t.Fatalf("%d results, want %d\n%s", len(rep.Results), want, log.String())
+	}
+	for _, r := range rep.Results {
+		if !r.Converged {
+			t.Errorf("%s/%s did not converge: %d outstanding, %s\n", r.Scenario, r.Contender, r.Outstanding, r.Error)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Headline", "| converge | CR/s", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{"report.json", "throughput-converge.svg", "latency-converge.svg", "writes-per-object.svg"} {
+		data, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(data) == 0 {
+			t.Errorf("%s: %v (%d bytes)", f, err, len(data))
+		}
+	}
+	if t.Failed() {
+		t.Log(log.String())
+	}
+}

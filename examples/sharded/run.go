@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/examples/webapp/config"
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/sharding"
+	"github.com/opkit/opkit/testenv"
+	"github.com/opkit/opkit/testenv/assets"
+)
+
+// DemoNamespace holds the demo's WebApps and the ring's Leases.
+const DemoNamespace = "demo"
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := webappv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// run starts the embedded control plane and runs the demo on it.
+func run(ctx context.Context, o options) error {
+	if o.quiet {
+		ctrl.SetLogger(logr.Discard())
+	} else {
+		// The demo's progress owns stdout; the replicas' logs go to stderr.
+		ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(true), observability.LogTo(os.Stderr)))
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		return err
+	}
+	say("starting an embedded control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok node)…")
+	t0 := time.Now()
+	env, err := testenv.New(testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping the embedded control plane")
+		_ = env.Stop()
+	}()
+	say("control plane up in %.1fs", time.Since(t0).Seconds())
+	kubectl := fmt.Sprintf("%s --kubeconfig %s", filepath.Join(env.AssetsDir, assets.Kubectl), env.KubeconfigPath)
+	_, err = demo(ctx, env.Config, env.Client, scheme, o, DemoNamespace, kubectl)
+	return err
+}
+
+// result is what the demo measured.
+type result struct {
+	victim        string
+	moved         map[string][2]string // WebApp → {from, to}
+	movedAfter    time.Duration        // kill → last label moved
+	readyAfter    time.Duration        // kill → every WebApp Ready and the moved ones reconciled by their new replica
+	notReadySeen  []string             // WebApps seen not Ready during the hand-over
+	maxConcurrent int
+	reconciles    int
+}
+
+// demo runs the fleet in ns against cfg: apply, spread, Ready, kill, hand-over.
+func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtime.Scheme, o options, ns, kubectl string) (*result, error) {
+	if o.exitWhenReady {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	fleet, err := NewFleet(cfg, FleetOptions{Ring: DefaultRing, Namespace: ns, Replicas: o.replicas, LeaseDuration: o.leaseDuration, Scheme: scheme, Hold: o.hold})
+	if err != nil {
+		return nil, err
+	}
+	fleet.Start(ctx)
+	defer func() { _ = fleet.Stop() }()
+	say("started %d replicas of the webapp operator in this process (ring %q, member Lease %s: a crashed replica's WebApps move after %s)",
+		o.replicas, fleet.Ring, o.leaseDuration, 2*o.leaseDuration)
+
+	// Wait for every member Lease so the first assignment is already the final one.
+	all := fleet.Running()
+	if err := poll(ctx, fleet, func() (bool, error) {
+		ms, err := Members(ctx, c, fleet.Ring, ns)
+		held := 0
+		for _, m := range ms {
+			if m.Holder != "" {
+				held++
+			}
+		}
+		return held == len(all), err
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for the member Leases: %w", err)
+	}
+	names, err := applyWebApps(ctx, c, ns, o.webapps)
+	if err != nil {
+		return nil, err
+	}
+	say("applied %d WebApps in namespace %s (%s … %s)", len(names), ns, names[0], names[len(names)-1])
+
+	t0 := time.Now()
+	snap, err := waitSettled(ctx, c, fleet, ns, all)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the assignment: %w", err)
+	}
+	leader := "none yet"
+	if l := fleet.Leader(); l != nil {
+		leader = l.Member
+	}
+	say("assigned in %.1fs by the assigner on %s; who owns what (label %s):", time.Since(t0).Seconds(), leader, sharding.ShardLabel(fleet.Ring))
+	printAssignment(os.Stdout, snap, all)
+	if err := printMembers(ctx, c, fleet.Ring, ns, kubectl); err != nil {
+		return nil, err
+	}
+
+	snap, err = waitReady(ctx, c, fleet, ns)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for every WebApp to be Ready: %w", err)
+	}
+	say("all %d WebApps Ready %.1fs after they were applied", len(snap.Apps), time.Since(t0).Seconds())
+
+	res := &result{}
+	victim := pickVictim(o.kill, fleet, snap)
+	if victim == nil {
+		say("no replica killed (--kill=%s)", o.kill)
+		return res, finish(ctx, fleet, o, res)
+	}
+	res.victim = victim.Member
+	ofVictim := snap.ByMember()[victim.Member]
+	role := "not the assigner leader"
+	if victim.Elected() {
+		role = "the assigner leader: a survivor is elected first, and judges the Leases afresh"
+	}
+	say("killing %s (%d WebApps; %s): its manager stops, its member Lease is NOT released", victim.Member, len(ofVictim), role)
+	kill := time.Now()
+	if err := victim.Stop(); err != nil {
+		return nil, fmt.Errorf("stopping %s: %w", victim.Member, err)
+	}
+	survivors := fleet.Running()
+
+	seenNotReady := map[string]bool{}
+	snap, err = pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+		for _, n := range s.NotReady {
+			seenNotReady[n] = true
+		}
+		ok, _ := s.Settled(ns, survivors)
+		return ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the hand-over: %w", err)
+	}
+	res.movedAfter = time.Since(kill)
+	res.moved = map[string][2]string{}
+	for _, name := range ofVictim {
+		res.moved[name] = [2]string{victim.Member, snap.Owner[name]}
+	}
+	say("hand-over: %d WebApps moved off %s %.1fs after the kill (its Lease was dead after %s without renewal):",
+		len(ofVictim), victim.Member, res.movedAfter.Seconds(), 2*o.leaseDuration)
+	for _, name := range ofVictim {
+		fmt.Printf("  %-10s %s → %s\n", name, victim.Member, snap.Owner[name])
+	}
+
+	// Ready again, and each moved WebApp reconciled by its new replica.
+	var pending []string
+	snap, err = pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+		for _, n := range s.NotReady {
+			seenNotReady[n] = true
+		}
+		if len(s.NotReady) > 0 {
+			return false
+		}
+		pending = pending[:0]
+		for _, name := range ofVictim {
+			if !reconciledBy(fleet.Detector.Visits(types.NamespacedName{Namespace: ns, Name: name}), s.Owner[name], kill) {
+				pending = append(pending, name)
+			}
+		}
+		return len(pending) == 0
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the moved WebApps to be reconciled by their new replicas (not yet: %v): %w", pending, err)
+	}
+	res.readyAfter = time.Since(kill)
+	for n := range seenNotReady {
+		res.notReadySeen = append(res.notReadySeen, n)
+	}
+	slices.Sort(res.notReadySeen)
+	throughout := "Ready=True throughout on every WebApp"
+	if len(res.notReadySeen) > 0 {
+		throughout = fmt.Sprintf("seen not Ready meanwhile: %v", res.notReadySeen)
+	}
+	say("all %d WebApps Ready, the moved ones reconciled by their new replica, %.1fs after the kill; %s",
+		len(snap.Apps), res.readyAfter.Seconds(), throughout)
+	printAssignment(os.Stdout, snap, survivors)
+	if err := printMembers(ctx, c, fleet.Ring, ns, kubectl); err != nil {
+		return nil, err
+	}
+	return res, finish(ctx, fleet, o, res)
+}
+
+// finish reports the overlap detector's verdict and, unless bounded, keeps the
+// survivors running until ctx ends.
+func finish(ctx context.Context, fleet *Fleet, o options, res *result) error {
+	maxN, worst := fleet.Detector.Max()
+	res.maxConcurrent, res.reconciles = maxN, fleet.Detector.Reconciles()
+	say("reconciles: %d; most replicas inside Reconcile for one WebApp at once: %d; assigner: %s", res.reconciles, maxN, fleet.Moves)
+	if err := fleet.Err(); err != nil {
+		return err
+	}
+	if maxN > 1 {
+		return fmt.Errorf("two replicas reconciled %s at once", worst)
+	}
+	if o.exitWhenReady && len(res.notReadySeen) > 0 {
+		return fmt.Errorf("WebApps were not Ready during the hand-over: %v", res.notReadySeen)
+	}
+	if o.exitWhenReady {
+		say("hand-over complete; exiting as asked")
+		return nil
+	}
+	say("running until Ctrl-C; edit or add WebApps in namespace %s and watch who reconciles them", fleet.Namespace)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func reconciledBy(visits []Visit, member string, after time.Time) bool {
+	for _, v := range visits {
+		if v.Member == member && v.At.After(after) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyWebApps creates n WebApps named after the webapp example's samples,
+// with their specs: hello-00, docs-01, hello-02, …
+func applyWebApps(ctx context.Context, c client.Client, ns string, n int) ([]string, error) {
+	samples, err := config.Samples()
+	if err != nil {
+		return nil, err
+	}
+	if len(samples) == 0 || n < 1 {
+		return nil, errors.New("nothing to apply")
+	}
+	var names []string
+	for i := range n {
+		app := &webappv1.WebApp{}
+		s := samples[i%len(samples)]
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(s.Object, app); err != nil {
+			return nil, fmt.Errorf("sample %s: %w", s.GetName(), err)
+		}
+		app.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%02d", s.GetName(), i)}
+		if err := c.Create(ctx, app); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("apply WebApp %s/%s: %w", ns, app.Name, err)
+		}
+		names = append(names, app.Name)
+	}
+	return names, nil
+}
+
+func pickVictim(kill string, fleet *Fleet, snap Snapshot) *Replica {
+	switch kill {
+	case "none", "":
+		return nil
+	case "leader":
+		return fleet.Leader()
+	case "auto":
+		by := snap.ByMember()
+		var best *Replica
+		for _, r := range fleet.Replicas {
+			if r.Running() && !r.Elected() && (best == nil || len(by[r.Member]) > len(by[best.Member])) {
+				best = r
+			}
+		}
+		return best
+	}
+	if r := fleet.Replica(kill); r != nil && r.Running() {
+		return r
+	}
+	return nil
+}
+
+// poll checks cond every 100ms until it holds, ctx ends or a replica failed.
+func poll(ctx context.Context, fleet *Fleet, cond func() (bool, error)) error {
+	var last error
+	for {
+		if err := fleet.Err(); err != nil {
+			return err
+		}
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pollSnap reads the namespace every 100ms until cond holds for a snapshot.
+func pollSnap(ctx context.Context, c client.Client, fleet *Fleet, ns string, cond func(Snapshot) bool) (Snapshot, error) {
+	var snap Snapshot
+	var why error
+	err := poll(ctx, fleet, func() (bool, error) {
+		s, err := Read(ctx, c, fleet.Ring, ns)
+		if err != nil {
+			return false, err // the API may be busy; poll looks again
+		}
+		snap = s
+		if ok := cond(s); !ok {
+			why = fmt.Errorf("last: not Ready %v, draining %v", s.NotReady, s.Draining)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return snap, errors.Join(err, why)
+	}
+	return snap, nil
+}
+
+func waitSettled(ctx context.Context, c client.Client, fleet *Fleet, ns string, members []string) (Snapshot, error) {
+	var why string
+	snap, err := pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+		ok, msg := s.Settled(ns, members)
+		why = msg
+		return ok
+	})
+	if err != nil {
+		return snap, fmt.Errorf("%w (%s)", err, why)
+	}
+	return snap, nil
+}
+
+func waitReady(ctx context.Context, c client.Client, fleet *Fleet, ns string) (Snapshot, error) {
+	last := ""
+	return pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+		line := fmt.Sprintf("%d of %d WebApps Ready", len(s.Apps)-len(s.NotReady), len(s.Apps))
+		if line != last {
+			fmt.Println("  " + line)
+			last = line
+		}
+		return len(s.NotReady) == 0
+	})
+}
+
+func printAssignment(w io.Writer, s Snapshot, members []string) {
+	by := s.ByMember()
+	for _, m := range members {
+		fmt.Fprintf(w, "  %-10s %2d WebApps: %s\n", m, len(by[m]), strings.Join(by[m], " "))
+	}
+	if un := by[""]; len(un) > 0 {
+		fmt.Fprintf(w, "  %-10s %2d WebApps: %s\n", "unassigned", len(un), strings.Join(un, " "))
+	}
+}
+
+func printMembers(ctx context.Context, c client.Client, ring, ns, kubectl string) error {
+	ms, err := Members(ctx, c, ring, ns)
+	if err != nil {
+		return err
+	}
+	say("member Leases:  %s get leases -n %s -l %s=%s", kubectl, ns, sharding.RingLabel, ring)
+	for _, m := range ms {
+		fmt.Printf("  %-10s holder %-20s renewed %.1fs ago\n", m.Name, m.Holder, m.Renewed.Seconds())
+	}
+	return nil
+}
+
+func say(format string, args ...any) {
+	fmt.Printf("[sharded-demo] "+format+"\n", args...)
+}
