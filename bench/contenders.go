@@ -26,6 +26,7 @@ import (
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	webapp "github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
+	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -74,13 +75,19 @@ type operator struct {
 }
 
 func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *cluster, s Settings, req *testenv.RequestCounter, fail *failureCounter) (*operator, error) {
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
+	opts := manager.Options{
 		Scheme:                 cl.scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Every scenario starts a new manager with the same controller name.
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if name == Opkit {
+		// opkit's recommended cache options (managedFields stripped), as the
+		// webapp example's main uses them; the baseline keeps the defaults.
+		opts.Cache = reconciler.CacheOptions()
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/assets"
 	"github.com/opkit/opkit/webhook/webhooktest"
@@ -108,6 +109,7 @@ func run(ctx context.Context, o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		WebhookServer:           webhookServer,
+		Cache:                   reconciler.CacheOptions(),
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
