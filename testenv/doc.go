@@ -23,4 +23,8 @@
 //
 // [CountRequests] wraps a rest.Config so a test can assert exactly which API
 // requests a controller made, e.g. that a steady-state reconcile wrote nothing.
+//
+// [Env.Pause], [Env.Resume] and [Env.RestartAPIServer] fault the control plane
+// itself; package [github.com/opkit/opkit/testenv/chaos] adds API error
+// injection, a network-partition proxy and invariant checkers on top.
 package testenv

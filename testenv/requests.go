@@ -48,10 +48,7 @@ type RequestCounter struct {
 func CountRequests(cfg *rest.Config) (*rest.Config, *RequestCounter) {
 	c := &RequestCounter{
 		counts: map[Request]int{},
-		infos: &request.RequestInfoFactory{
-			APIPrefixes:          sets.NewString("api", "apis"),
-			GrouplessAPIPrefixes: sets.NewString("api"),
-		},
+		infos:  newRequestInfoFactory(),
 	}
 	out := rest.CopyConfig(cfg)
 	prev := out.WrapTransport
@@ -67,13 +64,23 @@ func CountRequests(cfg *rest.Config) (*rest.Config, *RequestCounter) {
 	return out, c
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
+func newRequestInfoFactory() *request.RequestInfoFactory {
+	return &request.RequestInfoFactory{
+		APIPrefixes:          sets.NewString("api", "apis"),
+		GrouplessAPIPrefixes: sets.NewString("api"),
+	}
+}
 
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// ClassifyRequest returns the verb and resource of an outgoing API request,
+// exactly as [RequestCounter] counts it, so that other transport wrappers
+// (fault injection, for one) select requests the same way.
+func ClassifyRequest(req *http.Request) Request {
+	return classify(newRequestInfoFactory(), req)
+}
 
-func (c *RequestCounter) record(req *http.Request) {
+func classify(infos *request.RequestInfoFactory, req *http.Request) Request {
 	key := Request{Verb: strings.ToLower(req.Method), Resource: req.URL.Path}
-	if info, err := c.infos.NewRequestInfo(req); err == nil && info.IsResourceRequest {
+	if info, err := infos.NewRequestInfo(req); err == nil && info.IsResourceRequest {
 		res := info.Resource
 		if info.APIGroup != "" {
 			res += "." + info.APIGroup
@@ -83,6 +90,15 @@ func (c *RequestCounter) record(req *http.Request) {
 		}
 		key = Request{Verb: info.Verb, Resource: res}
 	}
+	return key
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (c *RequestCounter) record(req *http.Request) {
+	key := classify(c.infos, req)
 	c.mu.Lock()
 	c.counts[key]++
 	c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ type Env struct {
 	opts  options
 	dir   string
 	procs []*process
+
+	mu     sync.Mutex
+	paused map[Component]int // SIGSTOPped components and their PIDs
 }
 
 type options struct {
@@ -280,6 +284,8 @@ func (e *Env) start() error {
 // temporary directory. It is safe to call more than once.
 func (e *Env) Stop() error {
 	var errs []error
+	// A stopped process would not act on SIGTERM until continued.
+	e.resumeAll()
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].stop()
 	}

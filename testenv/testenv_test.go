@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,4 +244,20 @@ func TestMissingBinariesFailWithBuildCommand(t *testing.T) {
 	if !strings.Contains(err.Error(), "go run github.com/opkit/opkit/cmd/opkit-assets") {
 		t.Fatalf("error does not name the build command: %v", err)
 	}
+}
+
+func TestFakeNodeHeartbeats(t *testing.T) {
+	c := ctx(t)
+	var lease coordinationv1.Lease
+	key := client.ObjectKey{Namespace: "kube-node-lease", Name: testenv.FakeNodeName}
+	eventually(t, 30*time.Second, "node Lease exists", func() (bool, error) {
+		err := env.Client.Get(c, key, &lease)
+		return err == nil && lease.Spec.RenewTime != nil, err
+	})
+	first := lease.Spec.RenewTime.Time
+	// kwok renews every quarter of the 40 s lease duration.
+	eventually(t, 30*time.Second, "node Lease renewed", func() (bool, error) {
+		err := env.Client.Get(c, key, &lease)
+		return err == nil && lease.Spec.RenewTime.After(first), err
+	})
 }

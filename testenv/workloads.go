@@ -58,6 +58,10 @@ func (e *Env) startKwok() error {
 		"--node-port=" + strconv.Itoa(nodePort),
 		"--node-ip=10.200.0.1",
 		"--cidr=10.201.0.0/16",
+		// Renew the node's Lease like a kubelet: without a heartbeat the node
+		// lifecycle controller marks the node NotReady after its grace period
+		// (~50 s) and every pod on it not ready.
+		"--node-lease-duration-seconds=40",
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(serverPort) + "/healthz"
 	return e.startProcess("kwok", "kwok", args, func(ctx context.Context) error {
