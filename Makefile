@@ -10,7 +10,7 @@ CONTROLLER_GEN := bin/controller-gen
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all test generate verify-generated promtool assets fmt-check vet lint unit demo clean help
+.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check vet lint unit demo clean help
 
 all: test
 
@@ -74,3 +74,7 @@ bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs opkit web
 
 bench-quick: ## the same benchmark with small numbers (< 3 min), a smoke run; report in out/bench-quick
 	@dir=$$($(ASSETS_CMD)); KUBEBUILDER_ASSETS="$$dir" $(GO) run ./bench/cmd/opkit-bench --out out/bench-quick --quick $(BENCH_FLAGS)
+
+vulncheck: ## govulncheck (pinned in tools/); needs network access to vuln.go.dev, so CI does not run it
+	cd tools && $(GO) build -o $(CURDIR)/bin/govulncheck golang.org/x/vuln/cmd/govulncheck
+	bin/govulncheck ./...

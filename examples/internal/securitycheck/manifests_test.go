@@ -1,0 +1,138 @@
+package securitycheck
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// documents returns every YAML document in the files matching pattern, relative to examples/.
+func documents(t *testing.T, pattern string) map[string][][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(bytes.TrimSpace(doc)) > 0 {
+				out[f] = append(out[f], doc)
+			}
+		}
+	}
+	return out
+}
+
+func kindOf(t *testing.T, doc []byte) string {
+	var meta struct{ Kind string }
+	if err := yaml.Unmarshal(doc, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta.Kind
+}
+
+func TestOperatorDeploymentsAreHardened(t *testing.T) {
+	seen := 0
+	for file, docs := range documents(t, "*/config/manager/*.yaml") {
+		for _, doc := range docs {
+			if kindOf(t, doc) != "Deployment" {
+				continue
+			}
+			seen++
+			var d appsv1.Deployment
+			if err := yaml.UnmarshalStrict(doc, &d); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			pod := d.Spec.Template.Spec
+			psc := pod.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+				t.Errorf("%s: pod must set runAsNonRoot: true", file)
+			}
+			if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s: pod must use the RuntimeDefault seccomp profile", file)
+			}
+			for _, c := range pod.Containers {
+				sc := c.SecurityContext
+				switch {
+				case sc == nil:
+					t.Errorf("%s: container %s has no securityContext", file, c.Name)
+				case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+					t.Errorf("%s: container %s must have a read-only root filesystem", file, c.Name)
+				case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+					t.Errorf("%s: container %s must set allowPrivilegeEscalation: false", file, c.Name)
+				case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL"):
+					t.Errorf("%s: container %s must drop ALL capabilities", file, c.Name)
+				}
+				if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+					t.Errorf("%s: container %s needs liveness and readiness probes", file, c.Name)
+				}
+			}
+		}
+	}
+	if seen < 3 {
+		t.Fatalf("checked %d operator Deployments, want one per example with manifests (webapp, bucket, database)", seen)
+	}
+}
+
+func TestGeneratedRBACHasNoWildcards(t *testing.T) {
+	seen := 0
+	for file, docs := range documents(t, "*/config/rbac/*.yaml") {
+		for _, doc := range docs {
+			var rules []rbacv1.PolicyRule
+			switch kindOf(t, doc) {
+			case "ClusterRole":
+				var r rbacv1.ClusterRole
+				if err := yaml.UnmarshalStrict(doc, &r); err != nil {
+					t.Fatalf("%s: %v", file, err)
+				}
+				rules = r.Rules
+			case "Role":
+				var r rbacv1.Role
+				if err := yaml.UnmarshalStrict(doc, &r); err != nil {
+					t.Fatalf("%s: %v", file, err)
+				}
+				rules = r.Rules
+			default:
+				continue
+			}
+			seen++
+			for _, rule := range rules {
+				for _, list := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs} {
+					if slices.Contains(list, "*") {
+						t.Errorf("%s: wildcard in rule %+v", file, rule)
+					}
+				}
+				if slices.Contains(rule.Resources, "secrets") && slices.Contains(rule.Verbs, "list") && !bytes.Contains([]byte(file), []byte("bucket")) {
+					t.Errorf("%s: only the bucket operator handles Secrets; rule %+v", file, rule)
+				}
+			}
+		}
+	}
+	if seen < 3 {
+		t.Fatalf("checked %d roles, want the generated role of every example", seen)
+	}
+}
