@@ -6,33 +6,26 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/conditions"
 	storagev1 "github.com/opkit/opkit/examples/bucket/api/v1"
 	"github.com/opkit/opkit/examples/bucket/cloud"
 	"github.com/opkit/opkit/examples/bucket/config"
 	"github.com/opkit/opkit/examples/bucket/controller"
+	"github.com/opkit/opkit/examples/internal/e2etest"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 )
@@ -40,14 +33,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	scheme, err := newScheme()
-	if err != nil {
-		panic(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		panic(err)
-	}
+	scheme := e2etest.Must(newScheme())
+	crds := e2etest.Must(config.CRDs())
 	os.Exit(testenv.RunMain(m, &env, testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))
 }
 
@@ -81,7 +68,7 @@ func newFixture(t *testing.T, opts ...cloud.Option) *fixture {
 			controller.CredentialsSecretAccessKey: []byte(f.creds.SecretAccessKey),
 		},
 	}
-	if err := env.Client.Create(ctxFor(t, time.Minute), secret); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, time.Minute), secret); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -111,24 +98,9 @@ func startOperator(t *testing.T, f *fixture, cfg *rest.Config, mutate func(*cont
 	if cfg == nil {
 		cfg = env.Config
 	}
-	cfg, requests := testenv.CountRequests(cfg)
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}, ByObject: controller.CacheByObject()},
-		// Each test runs its own manager with the same controller name.
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs, err := observability.Setup(mgr, observability.WithRegisterer(prometheus.NewRegistry()), observability.WithoutHealthChecks())
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := e2etest.NewManager(t, cfg, env.Scheme, f.ns, func(o *manager.Options) { o.Cache.ByObject = controller.CacheByObject() })
 	o := controller.Options{
-		CloudEndpoint: f.url, Observability: obs,
+		CloudEndpoint: f.url, Observability: mgr.Observability,
 		ResyncInterval: time.Second, CallTimeout: 2 * time.Second, DeletePollInterval: 200 * time.Millisecond,
 	}
 	if mutate != nil {
@@ -137,18 +109,7 @@ func startOperator(t *testing.T, f *fixture, cfg *rest.Config, mutate func(*cont
 	if err := controller.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	stop := func() { cancel(); wg.Wait() }
-	t.Cleanup(stop)
-	return &operator{requests: requests, stop: stop}
+	return &operator{requests: mgr.Requests, stop: mgr.Run(t)}
 }
 
 func newBucket(ns, name string) *storagev1.Bucket {
@@ -161,30 +122,17 @@ func newBucket(ns, name string) *storagev1.Bucket {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
+// waitFor polls every 50ms, twice as often as e2etest.WaitFor, as these
+// tests always have: several watch short windows (a 2s Retry-After, the
+// second of quiet settle waits for).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	e2etest.WaitForEvery(t, 50*time.Millisecond, timeout, what, cond)
 }
 
 func waitReady(t *testing.T, b *storagev1.Bucket) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	waitFor(t, 60*time.Second, "Bucket "+b.Name+" Ready for its generation", func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err
@@ -209,7 +157,7 @@ func settle(t *testing.T, count func() int) {
 func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
 	t.Helper()
 	var list eventsv1.EventList
-	if err := env.Client.List(ctxFor(t, 30*time.Second), &list, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(e2etest.Context(t, 30*time.Second), &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	var out []eventsv1.Event
@@ -239,7 +187,7 @@ func waitEvent(t *testing.T, ns, name string, reason observability.Reason) event
 func TestBucketReadyWithConnectionSecretAndNoSecretsInStatusOrEvents(t *testing.T) {
 	f := newFixture(t)
 	startOperator(t, f, nil, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	// 503s on the way produce Warning events with the cloud's error text:
 	// those must not carry credentials either.
 	f.cloud.FailNext(2, 0)
@@ -314,7 +262,7 @@ func TestBucketReadyWithConnectionSecretAndNoSecretsInStatusOrEvents(t *testing.
 // a second one.
 func TestCrashBetweenCreateAndStatusWriteMakesOneBucket(t *testing.T) {
 	f := newFixture(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	reached := make(chan *cloud.Bucket, 1)
 	first := startOperator(t, f, nil, func(o *controller.Options) {
 		o.AfterExternalCreate = func(ctx context.Context, _ *storagev1.Bucket, created *cloud.Bucket) error {
@@ -384,7 +332,7 @@ func TestTimedOutCreateIsRetriedIntoTheSameBucket(t *testing.T) {
 	f.cloud.SlowNext(1, 3*time.Second, cloud.OpCreate)
 	startOperator(t, f, nil, func(o *controller.Options) { o.CallTimeout = time.Second })
 	b := newBucket(f.ns, "late")
-	if err := env.Client.Create(ctxFor(t, time.Minute), b); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, time.Minute), b); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, b)
@@ -399,7 +347,7 @@ func TestTimedOutCreateIsRetriedIntoTheSameBucket(t *testing.T) {
 func TestDeleteRemovesCloudBucketBeforeFinalizer(t *testing.T) {
 	f := newFixture(t, cloud.WithDeleteDelay(1500*time.Millisecond))
 	startOperator(t, f, nil, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	b := newBucket(f.ns, "doomed")
 	kept := newBucket(f.ns, "kept")
 	kept.Spec.DeletionPolicy = storagev1.DeletionOrphan
@@ -468,7 +416,7 @@ func TestTerminalCloudErrorsStallWithoutHotLoop(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, tc.opts...)
 			op := startOperator(t, f, nil, nil)
-			ctx := ctxFor(t, time.Minute)
+			ctx := e2etest.Context(t, time.Minute)
 			b := newBucket(f.ns, "refused")
 			if tc.mutate != nil {
 				tc.mutate(b)
@@ -515,7 +463,7 @@ func TestServiceUnavailableIsRetriedAndConverges(t *testing.T) {
 	f.cloud.FailNext(4, 0)
 	startOperator(t, f, nil, nil)
 	b := newBucket(f.ns, "flaky")
-	if err := env.Client.Create(ctxFor(t, time.Minute), b); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, time.Minute), b); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, b)
@@ -537,7 +485,7 @@ func TestTooManyRequestsWaitsRetryAfter(t *testing.T) {
 	f := newFixture(t)
 	startOperator(t, f, nil, nil)
 	b := newBucket(f.ns, "busy")
-	if err := env.Client.Create(ctxFor(t, time.Minute), b); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, time.Minute), b); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, b)
@@ -557,7 +505,7 @@ func TestTooManyRequestsWaitsRetryAfter(t *testing.T) {
 	})
 	for i := range 3 {
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/poke":"`+string(rune('a'+i))+`"}}}`))
-		if err := env.Client.Patch(ctxFor(t, 10*time.Second), b, patch); err != nil {
+		if err := env.Client.Patch(e2etest.Context(t, 10*time.Second), b, patch); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -582,12 +530,12 @@ func TestDriftInTheCloudIsCorrectedWithAnEvent(t *testing.T) {
 	f := newFixture(t)
 	startOperator(t, f, nil, nil)
 	b := newBucket(f.ns, "steady")
-	if err := env.Client.Create(ctxFor(t, time.Minute), b); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, time.Minute), b); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, b)
 	off, large := false, cloud.QuotaLarge
-	if _, err := f.client(t).Update(ctxFor(t, 10*time.Second), b.Status.ExternalName, cloud.UpdateRequest{Versioning: &off, QuotaClass: &large}); err != nil {
+	if _, err := f.client(t).Update(e2etest.Context(t, 10*time.Second), b.Status.ExternalName, cloud.UpdateRequest{Versioning: &off, QuotaClass: &large}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "cloud bucket set back to the spec", func() (bool, error) {
@@ -603,7 +551,7 @@ func TestDriftInTheCloudIsCorrectedWithAnEvent(t *testing.T) {
 
 func TestSpecImmutabilityIsEnforcedBySchema(t *testing.T) {
 	f := newFixture(t)
-	ctx := ctxFor(t, time.Minute)
+	ctx := e2etest.Context(t, time.Minute)
 	b := newBucket(f.ns, "fixed")
 	if err := env.Client.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -625,46 +573,12 @@ func TestSpecImmutabilityIsEnforcedBySchema(t *testing.T) {
 
 func TestGeneratedRBACIsSufficient(t *testing.T) {
 	f := newFixture(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	objs, err := config.RBAC()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == "bucket-operator" {
-			role = o.DeepCopy()
-		}
-	}
-	if role == nil {
-		t.Fatal("no generated ClusterRole bucket-operator in config/rbac")
-	}
-	user := "bucket-operator-" + f.ns
-	role.SetName(user)
-	if err := env.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), role)
-	})
-	authn, err := env.Envtest.AddUser(envtest.User{Name: user}, &rest.Config{QPS: 100, Burst: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limited := authn.Config()
-	lc, err := client.New(limited, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limited, lc := e2etest.UserBoundTo(ctx, t, env, objs, "bucket-operator", f.ns)
 	// Least privilege: nothing beyond Buckets, Secrets and Events.
 	if err := lc.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(f.ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the operator's role can list ConfigMaps: %v", err)
@@ -696,8 +610,8 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 // CI runs) so the demo cannot rot: its own control plane and fake cloud, the
 // samples Ready, a drift corrected, a deletion finished.
 func TestDemoRunsBounded(t *testing.T) {
-	ctx := ctxFor(t, 3*time.Minute)
-	err := run(ctx, options{embedded: true, exitWhenReady: true, timeout: 2 * time.Minute, metricsAddr: "0", probeAddr: "0", cloudListen: "127.0.0.1:0"})
+	ctx := e2etest.Context(t, 3*time.Minute)
+	err := run(ctx, options{Flags: examplecmd.Flags{Embedded: true, ExitWhenReady: true, Timeout: 2 * time.Minute, MetricsAddr: "0", ProbeAddr: "0"}, cloudListen: "127.0.0.1:0"})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,18 +18,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/conditions"
 	storagev1 "github.com/opkit/opkit/examples/bucket/api/v1"
 	"github.com/opkit/opkit/examples/bucket/cloud"
 	"github.com/opkit/opkit/examples/bucket/config"
 	"github.com/opkit/opkit/examples/bucket/controller"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/assets"
@@ -47,16 +44,7 @@ const (
 	envSecretKey = "CLOUD_SECRET_ACCESS_KEY"
 )
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := storagev1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(storagev1.AddToScheme) }
 
 // fakeCloud is the fake cloud the demo runs in-process.
 type fakeCloud struct {
@@ -127,14 +115,12 @@ func serveCloud(ctx context.Context, o options) error {
 }
 
 func run(ctx context.Context, o options) error {
-	cfg, err := clusterConfig(o)
+	cfg, err := o.ClusterConfig()
 	if err != nil {
 		return err
 	}
 	embedded := cfg == nil
-	// On a cluster: JSON logs for the log pipeline. Embedded: the demo's
-	// progress owns stdout, the operator's human-readable logs go to stderr.
-	ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(o.devLogs || embedded), observability.LogTo(os.Stderr)))
+	o.SetLogger(embedded)
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -165,49 +151,26 @@ func run(ctx context.Context, o options) error {
 
 	var env *testenv.Env
 	if embedded {
-		say("starting an embedded control plane (etcd, kube-apiserver)…")
-		t0 := time.Now()
 		crds, err := config.CRDs()
 		if err != nil {
 			return err
 		}
-		env, err = testenv.New(testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
+		var stop func()
+		env, stop, err = narrator.StartControlPlane("etcd, kube-apiserver", testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
 		if err != nil {
 			return err
 		}
-		defer func() {
-			say("stopping the embedded control plane")
-			_ = env.Stop()
-		}()
+		defer stop()
 		cfg = env.Config
-		say("control plane up in %.1fs", time.Since(t0).Seconds())
-		if o.metricsAddr == "" {
-			o.metricsAddr = freeLoopback()
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = freeLoopback()
-		}
 		if o.resync == 0 {
 			o.resync = 3 * time.Second
 		}
-	} else {
-		if o.metricsAddr == "" {
-			o.metricsAddr = ":8080"
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = ":8081"
-		}
 	}
+	o.DefaultAddrs(embedded)
 
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                  scheme,
-		Cache:                   cache.Options{ByObject: controller.CacheByObject()},
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "bucket-operator.storage.example.com",
-		LeaderElectionNamespace: os.Getenv("POD_NAMESPACE"),
-	})
+	mopts := o.ManagerOptions(scheme, "bucket-operator.storage.example.com")
+	mopts.Cache = cache.Options{ByObject: controller.CacheByObject()}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -227,31 +190,26 @@ func run(ctx context.Context, o options) error {
 		return mgr.Start(ctx)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(ctx) }()
-	d := &demo{c: env.Client, errc: errc, creds: creds, endpoint: endpoint}
-	if o.exitWhenReady {
-		d.deadline = time.Now().Add(o.timeout)
+	ctx, bg := examplecmd.StartBackground(ctx, mgr)
+	defer bg.Cancel()
+	d := &demo{c: env.Client, errc: bg.Err(), creds: creds, endpoint: endpoint}
+	if o.ExitWhenReady {
+		d.deadline = time.Now().Add(o.Timeout)
 	}
 	if err := d.apply(ctx); err != nil {
 		return err
 	}
 	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.metricsAddr, o.probeAddr)
+	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
 	say("watch it:  %s --kubeconfig %s get buckets,secrets -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 	say("events:    %s --kubeconfig %s events -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 
 	if err := d.steps(ctx, o.resync); err != nil {
 		return err
 	}
-	if o.exitWhenReady {
+	if o.ExitWhenReady {
 		say("every step done; exiting as asked")
-		cancel()
-		if err := <-errc; err != nil && ctx.Err() == nil {
-			return err
-		}
+		bg.Stop()
 		return nil
 	}
 	if fc != nil {
@@ -260,7 +218,7 @@ func run(ctx context.Context, o options) error {
 		say("  curl -XPOST %s/admin/faults -d '{\"throttleNext\":1,\"retryAfterSeconds\":5}' # 429: waits Retry-After", fc.endpoint)
 	}
 	select {
-	case err := <-errc:
+	case err := <-bg.Err():
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -278,7 +236,7 @@ type demo struct {
 }
 
 func (d *demo) apply(ctx context.Context) error {
-	if err := d.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := examplecmd.EnsureNamespace(ctx, d.c, DemoNamespace); err != nil {
 		return err
 	}
 	secret := &corev1.Secret{
@@ -296,14 +254,8 @@ func (d *demo) apply(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range samples {
-		s.SetNamespace(DemoNamespace)
-		if err := d.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("apply sample %s: %w", s.GetName(), err)
-		}
-		say("applied Bucket %s/%s", DemoNamespace, s.GetName())
-	}
-	return nil
+	_, err = narrator.ApplySamples(ctx, d.c, DemoNamespace, samples)
+	return err
 }
 
 // steps: every sample Ready; drift made in the cloud corrected; a deletion
@@ -440,19 +392,7 @@ func findEvent(ctx context.Context, c client.Client, name, reason string) (strin
 	return "", nil
 }
 
-func say(format string, args ...any) {
-	fmt.Printf("[bucket-demo] "+format+"\n", args...)
-}
-
-func freeLoopback() string {
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "0"
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func say(format string, args ...any) { narrator.Say(format, args...) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

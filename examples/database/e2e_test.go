@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,34 +17,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/conditions"
 	dbv1 "github.com/opkit/opkit/examples/database/api/v1"
 	"github.com/opkit/opkit/examples/database/backup"
 	"github.com/opkit/opkit/examples/database/config"
 	"github.com/opkit/opkit/examples/database/controller"
-	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/examples/internal/e2etest"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	scheme, err := newScheme()
-	if err != nil {
-		panic(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		panic(err)
-	}
+	scheme := e2etest.Must(newScheme())
+	crds := e2etest.Must(config.CRDs())
 	os.Exit(testenv.RunMain(m, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))
 }
 
@@ -62,36 +50,12 @@ type operator struct {
 // namespace ns: other tests' leftovers stay out of its caches and counts.
 func startOperator(t *testing.T, ns string) *operator {
 	t.Helper()
-	cfg, requests := testenv.CountRequests(env.Config)
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// Each test runs its own manager with the same controller name.
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
+	mgr := e2etest.NewManager(t, env.Config, env.Scheme, ns)
+	op := &operator{catalog: backup.New(), requests: mgr.Requests}
+	if err := controller.Setup(mgr, controller.Options{Catalog: op.catalog, Observability: mgr.Observability, DegradedAfter: degradedAfter}); err != nil {
 		t.Fatal(err)
 	}
-	obs, err := observability.Setup(mgr, observability.WithRegisterer(prometheus.NewRegistry()), observability.WithoutHealthChecks())
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := &operator{catalog: backup.New(), requests: requests}
-	if err := controller.Setup(mgr, controller.Options{Catalog: op.catalog, Observability: obs, DegradedAfter: degradedAfter}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	mgr.Run(t)
 	return op
 }
 
@@ -102,33 +66,12 @@ func newDB(ns, name, version string, replicas int32) *dbv1.Database {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
-}
-
 // waitPhase waits until db is in phase p for its current generation (and,
 // for Ready, runs spec.version).
 func waitPhase(t *testing.T, db *dbv1.Database, p string) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
-	waitFor(t, 90*time.Second, "Database "+db.Name+" in phase "+p, func() (bool, error) {
+	ctx := e2etest.Context(t, 2*time.Minute)
+	e2etest.WaitFor(t, 90*time.Second, "Database "+db.Name+" in phase "+p, func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
 			return false, err
 		}
@@ -220,7 +163,7 @@ func TestCreateBecomesReadyThroughProvisioning(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns)
 	tl := watchNamespace(t, ns)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	db := newDB(ns, "orders", "v1", 3)
 	if err := env.Client.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -282,7 +225,7 @@ func podVersionOf(p *corev1.Pod) string { return podVersion(p) }
 func TestUpgradeBacksUpThenRollsOneReplicaAtATime(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns)
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := e2etest.Context(t, 3*time.Minute)
 	db := newDB(ns, "orders", "v1", 3)
 	if err := env.Client.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -290,7 +233,7 @@ func TestUpgradeBacksUpThenRollsOneReplicaAtATime(t *testing.T) {
 	waitPhase(t, db, "Ready")
 	tl := watchNamespace(t, ns)
 	// Let the watches deliver their initial state before the change.
-	waitFor(t, 10*time.Second, "watches primed", func() (bool, error) { return len(tl.snapshot()) >= 5, nil })
+	e2etest.WaitFor(t, 10*time.Second, "watches primed", func() (bool, error) { return len(tl.snapshot()) >= 5, nil })
 
 	patch := client.MergeFrom(db.DeepCopy())
 	db.Spec.Version = "v2"
@@ -382,7 +325,7 @@ func TestUpgradeBacksUpThenRollsOneReplicaAtATime(t *testing.T) {
 func TestLostReplicaDegradesAndRecovers(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns)
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := e2etest.Context(t, 3*time.Minute)
 	db := newDB(ns, "flaky", "v1", 2)
 	if err := env.Client.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -434,7 +377,7 @@ func TestDeleteTakesFinalBackupUnlessWaived(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns)
 	tl := watchNamespace(t, ns)
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := e2etest.Context(t, 3*time.Minute)
 	kept := newDB(ns, "kept", "v1", 1)
 	waived := newDB(ns, "waived", "v1", 1)
 	waived.Annotations = map[string]string{dbv1.SkipFinalBackupAnnotation: "true"}
@@ -452,7 +395,7 @@ func TestDeleteTakesFinalBackupUnlessWaived(t *testing.T) {
 		}
 	}
 	for _, db := range []*dbv1.Database{kept, waived} {
-		waitFor(t, 90*time.Second, "Database "+db.Name+" gone", func() (bool, error) {
+		e2etest.WaitFor(t, 90*time.Second, "Database "+db.Name+" gone", func() (bool, error) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), &dbv1.Database{})
 			return apierrors.IsNotFound(err), err
 		})
@@ -490,14 +433,14 @@ func TestDeleteTakesFinalBackupUnlessWaived(t *testing.T) {
 func TestStorageBindsToAStaticVolume(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	db := newDB(ns, "stored", "v1", 1)
 	db.Spec.Storage = &dbv1.StorageSpec{Size: resource.MustParse("1Gi")}
 	if err := env.Client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{}
-	waitFor(t, 60*time.Second, "pod stored-0 Pending and unschedulable", func() (bool, error) {
+	e2etest.WaitFor(t, 60*time.Second, "pod stored-0 Pending and unschedulable", func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stored-0"}, pod); err != nil {
 			return false, err
 		}
@@ -542,7 +485,7 @@ func TestStorageBindsToAStaticVolume(t *testing.T) {
 
 func TestInvalidDatabasesAreRejectedBySchema(t *testing.T) {
 	ns := env.Namespace(t)
-	ctx := ctxFor(t, time.Minute)
+	ctx := e2etest.Context(t, time.Minute)
 	cases := map[string]struct {
 		mutate func(*dbv1.Database)
 		field  string
@@ -579,8 +522,8 @@ func TestInvalidDatabasesAreRejectedBySchema(t *testing.T) {
 // runs) so the demo cannot rot: an embedded control plane of its own, the
 // samples applied, the upgrade, and both kinds of deletion.
 func TestDemoRunsBounded(t *testing.T) {
-	ctx := ctxFor(t, 4*time.Minute)
-	err := run(ctx, options{embedded: true, exitWhenReady: true, timeout: 3 * time.Minute, metricsAddr: "0", probeAddr: "0", degradedAfter: 10 * time.Second})
+	ctx := e2etest.Context(t, 4*time.Minute)
+	err := run(ctx, options{Flags: examplecmd.Flags{Embedded: true, ExitWhenReady: true, Timeout: 3 * time.Minute, MetricsAddr: "0", ProbeAddr: "0"}, degradedAfter: 10 * time.Second})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}

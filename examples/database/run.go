@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,17 +12,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/conditions"
 	dbv1 "github.com/opkit/opkit/examples/database/api/v1"
 	"github.com/opkit/opkit/examples/database/backup"
 	"github.com/opkit/opkit/examples/database/config"
 	"github.com/opkit/opkit/examples/database/controller"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/assets"
@@ -40,74 +36,40 @@ const (
 	tourVersion  = "v2"
 )
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := dbv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(dbv1.AddToScheme) }
 
 func run(ctx context.Context, o options) error {
-	cfg, err := clusterConfig(o)
+	cfg, err := o.ClusterConfig()
 	if err != nil {
 		return err
 	}
 	embedded := cfg == nil
-	// On a cluster: JSON logs for the log pipeline. Embedded: the demo's
-	// progress owns stdout, the operator's human-readable logs go to stderr.
-	ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(o.devLogs || embedded), observability.LogTo(os.Stderr)))
+	o.SetLogger(embedded)
 	scheme, err := newScheme()
 	if err != nil {
 		return err
 	}
 	var env *testenv.Env
 	if embedded {
-		say("starting an embedded control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok node)…")
-		t0 := time.Now()
 		crds, err := config.CRDs()
 		if err != nil {
 			return err
 		}
-		env, err = testenv.New(testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
+		var stop func()
+		env, stop, err = narrator.StartControlPlane("kube-apiserver, etcd, controller-manager, scheduler, kwok node",
+			testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
 		if err != nil {
 			return err
 		}
-		defer func() {
-			say("stopping the embedded control plane")
-			_ = env.Stop()
-		}()
+		defer stop()
 		cfg = env.Config
-		say("control plane up in %.1fs", time.Since(t0).Seconds())
-		if o.metricsAddr == "" {
-			o.metricsAddr = freeLoopback()
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = freeLoopback()
-		}
 		if o.degradedAfter == 0 {
 			o.degradedAfter = 10 * time.Second
 		}
-	} else {
-		if o.metricsAddr == "" {
-			o.metricsAddr = ":8080"
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = ":8081"
-		}
 	}
+	o.DefaultAddrs(embedded)
 
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "database-operator.db.example.com",
-		LeaderElectionNamespace: os.Getenv("POD_NAMESPACE"),
-	})
+	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(scheme, "database-operator.db.example.com"))
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -124,23 +86,18 @@ func run(ctx context.Context, o options) error {
 		return mgr.Start(ctx)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(ctx) }()
-	d := &demo{c: env.Client, catalog: catalog, errc: errc}
-	if o.exitWhenReady {
-		d.deadline = time.Now().Add(o.timeout)
+	ctx, bg := examplecmd.StartBackground(ctx, mgr)
+	defer bg.Cancel()
+	d := &demo{c: env.Client, catalog: catalog, errc: bg.Err()}
+	if o.ExitWhenReady {
+		d.deadline = time.Now().Add(o.Timeout)
 	}
 	if err := d.tour(ctx, env, o); err != nil {
 		return err
 	}
-	if o.exitWhenReady {
+	if o.ExitWhenReady {
 		say("tour complete; exiting as asked")
-		cancel()
-		if err := <-errc; err != nil && ctx.Err() == nil {
-			return err
-		}
+		bg.Stop()
 		return nil
 	}
 	say("tour complete; the operator keeps running (Ctrl-C to stop). Try: kubectl delete database %s -n %s", tourDatabase, DemoNamespace)
@@ -151,7 +108,7 @@ func run(ctx context.Context, o options) error {
 type demo struct {
 	c        client.Client
 	catalog  *backup.Catalog
-	errc     chan error
+	errc     <-chan error
 	deadline time.Time // zero: none
 	last     string
 }
@@ -162,7 +119,7 @@ func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
 		return err
 	}
 	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.metricsAddr, o.probeAddr)
+	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
 	say("watch it:  %s --kubeconfig %s get databases,statefulsets,pods,jobs -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 	say("or:        %s --kubeconfig %s wait --for=condition=Ready databases --all -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 
@@ -202,7 +159,7 @@ func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
 	for _, n := range waived {
 		d.backups(n)
 	}
-	if !o.exitWhenReady {
+	if !o.ExitWhenReady {
 		return nil
 	}
 	say("3/3 deleting %s: phase Deleting takes the final backup before the finalizer lets it go", tourDatabase)
@@ -280,23 +237,14 @@ func (d *demo) until(ctx context.Context, what string, done func([]dbv1.Database
 }
 
 func applySamples(ctx context.Context, c client.Client) ([]string, error) {
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := examplecmd.EnsureNamespace(ctx, c, DemoNamespace); err != nil {
 		return nil, err
 	}
 	samples, err := config.Samples()
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, s := range samples {
-		s.SetNamespace(DemoNamespace)
-		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("apply sample %s: %w", s.GetName(), err)
-		}
-		names = append(names, s.GetName())
-		say("applied Database %s/%s", DemoNamespace, s.GetName())
-	}
-	return names, nil
+	return narrator.ApplySamples(ctx, c, DemoNamespace, samples)
 }
 
 // progress renders one line per Database, with its pods' versions.
@@ -369,16 +317,4 @@ func allReady(dbs []dbv1.Database) bool {
 	return true
 }
 
-func say(format string, args ...any) {
-	fmt.Printf("[database-demo] "+format+"\n", args...)
-}
-
-func freeLoopback() string {
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "0"
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func say(format string, args ...any) { narrator.Say(format, args...) }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/opkit/opkit/examples/internal/e2etest"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/observability"
@@ -33,21 +34,9 @@ func TestMain(m *testing.M) {
 	} else {
 		logf.SetLogger(logr.Discard())
 	}
-	scheme, err := newScheme()
-	if err != nil {
-		panic(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		panic(err)
-	}
+	scheme := e2etest.Must(newScheme())
+	crds := e2etest.Must(config.CRDs())
 	os.Exit(testenv.RunMain(m, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // fixedNamespace creates a namespace with exactly this name, so the WebApps'
@@ -55,7 +44,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func fixedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := env.Client.Create(ctxFor(t, 30*time.Second), ns); err != nil {
+	if err := env.Client.Create(e2etest.Context(t, 30*time.Second), ns); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
@@ -67,7 +56,7 @@ func fixedNamespace(t *testing.T, name string) string {
 // snapshot and how long it took.
 func waitSnap(t *testing.T, f *Fleet, timeout time.Duration, what string, check func(Snapshot), cond func(Snapshot) (bool, string)) (Snapshot, time.Duration) {
 	t.Helper()
-	ctx := ctxFor(t, timeout+30*time.Second)
+	ctx := e2etest.Context(t, timeout+30*time.Second)
 	start := time.Now()
 	last := ""
 	for time.Since(start) < timeout {
@@ -110,7 +99,7 @@ func allReady(s Snapshot) (bool, string) {
 func TestShardedFleet(t *testing.T) {
 	const lease = 2 * time.Second
 	ns := fixedNamespace(t, "sharded-e2e")
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := e2etest.Context(t, 3*time.Minute)
 	f, err := NewFleet(env.Config, FleetOptions{Ring: DefaultRing, Namespace: ns, Replicas: 3, LeaseDuration: lease, Scheme: env.Scheme, Hold: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +382,7 @@ func TestOverlapDetectorSeesTwoReplicas(t *testing.T) {
 func TestDemoRunsBounded(t *testing.T) {
 	o := defaultOptions()
 	o.exitWhenReady, o.quiet, o.timeout = true, true, 3*time.Minute
-	err := run(ctxFor(t, 4*time.Minute), o)
+	err := run(e2etest.Context(t, 4*time.Minute), o)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}

@@ -20,14 +20,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 )
+
+// narrator prints the demo's progress.
+const narrator examplecmd.Narrator = "sharded"
 
 func main() {
 	o := defaultOptions()
@@ -40,13 +40,7 @@ func main() {
 	flag.BoolVar(&o.quiet, "quiet", false, "discard the replicas' logs (by default they go to stderr)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o)
-	stop()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "sharded:", err)
-		os.Exit(1)
-	}
+	examplecmd.Main("sharded", func(ctx context.Context) error { return run(ctx, o) })
 }
 
 type options struct {

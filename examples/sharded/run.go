@@ -12,16 +12,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/observability"
@@ -33,16 +32,7 @@ import (
 // DemoNamespace holds the demo's WebApps and the ring's Leases.
 const DemoNamespace = "demo"
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := webappv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(webappv1.AddToScheme) }
 
 // run starts the embedded control plane and runs the demo on it.
 func run(ctx context.Context, o options) error {
@@ -60,17 +50,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	say("starting an embedded control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok node)…")
-	t0 := time.Now()
-	env, err := testenv.New(testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
+	env, stop, err := narrator.StartControlPlane("kube-apiserver, etcd, controller-manager, scheduler, kwok node",
+		testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme), testenv.WithBuildIfMissing())
 	if err != nil {
 		return err
 	}
-	defer func() {
-		say("stopping the embedded control plane")
-		_ = env.Stop()
-	}()
-	say("control plane up in %.1fs", time.Since(t0).Seconds())
+	defer stop()
 	kubectl := fmt.Sprintf("%s --kubeconfig %s", filepath.Join(env.AssetsDir, assets.Kubectl), env.KubeconfigPath)
 	_, err = demo(ctx, env.Config, env.Client, scheme, o, DemoNamespace, kubectl)
 	return err
@@ -94,7 +79,7 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := examplecmd.EnsureNamespace(ctx, c, ns); err != nil {
 		return nil, err
 	}
 	fleet, err := NewFleet(cfg, FleetOptions{Ring: DefaultRing, Namespace: ns, Replicas: o.replicas, LeaseDuration: o.leaseDuration, Scheme: scheme, Hold: o.hold})
@@ -398,6 +383,4 @@ func printMembers(ctx context.Context, c client.Client, ring, ns, kubectl string
 	return nil
 }
 
-func say(format string, args ...any) {
-	fmt.Printf("[sharded-demo] "+format+"\n", args...)
-}
+func say(format string, args ...any) { narrator.Say(format, args...) }

@@ -5,34 +5,29 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/examples/internal/e2etest"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
-	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/webhook"
 	"github.com/opkit/opkit/webhook/webhooktest"
@@ -41,14 +36,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	scheme, err := newScheme()
-	if err != nil {
-		panic(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		panic(err)
-	}
+	scheme := e2etest.Must(newScheme())
+	crds := e2etest.Must(config.CRDs())
 	mutating, validating, err := config.Webhooks()
 	if err != nil {
 		panic(err)
@@ -77,7 +66,7 @@ func (w *webhookMain) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	if err := waitWebhooks(ctx, mgr); err != nil {
+	if err := examplecmd.WaitWebhooks(ctx, mgr); err != nil {
 		panic(err)
 	}
 	code := w.m.Run()
@@ -101,36 +90,12 @@ func startOperator(t *testing.T, ns string, cfg *rest.Config) *operator {
 	if cfg == nil {
 		cfg = env.Config
 	}
-	cfg, requests := testenv.CountRequests(cfg)
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// Each test runs its own manager with the same controller name.
-		Controller: ctrlConfigSkipNameValidation(),
-	})
-	if err != nil {
+	mgr := e2etest.NewManager(t, cfg, env.Scheme, ns)
+	op := &operator{registry: registry.New(), requests: mgr.Requests}
+	if err := controller.Setup(mgr, controller.Options{Registry: op.registry, Observability: mgr.Observability}); err != nil {
 		t.Fatal(err)
 	}
-	obs, err := observability.Setup(mgr, observability.WithRegisterer(newRegistry()), observability.WithoutHealthChecks())
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := &operator{registry: registry.New(), requests: requests}
-	if err := controller.Setup(mgr, controller.Options{Registry: op.registry, Observability: obs}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	mgr.Run(t)
 	return op
 }
 
@@ -141,31 +106,10 @@ func newApp(ns, name string, replicas int32) *webappv1.WebApp {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
-}
-
 func waitReady(t *testing.T, app *webappv1.WebApp) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
-	waitFor(t, 90*time.Second, "WebApp "+app.Name+" Ready for its generation", func() (bool, error) {
+	ctx := e2etest.Context(t, 2*time.Minute)
+	e2etest.WaitFor(t, 90*time.Second, "WebApp "+app.Name+" Ready for its generation", func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
 			return false, err
 		}
@@ -177,7 +121,7 @@ func waitReady(t *testing.T, app *webappv1.WebApp) {
 func TestCreateBecomesReadyWithAvailableDeployment(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	app := newApp(ns, "shop", 2)
 	if err := env.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
@@ -217,7 +161,7 @@ func TestCreateBecomesReadyWithAvailableDeployment(t *testing.T) {
 func TestSpecChangeRollsOutAndUpdatesObservedGeneration(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	app := newApp(ns, "blog", 1)
 	if err := env.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
@@ -245,7 +189,7 @@ func TestSpecChangeRollsOutAndUpdatesObservedGeneration(t *testing.T) {
 func TestKubectlWaitForReady(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	if err := env.Client.Create(ctx, newApp(ns, "waited", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +205,7 @@ func TestKubectlWaitForReady(t *testing.T) {
 func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	app := newApp(ns, "gone", 1)
 	if err := env.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
@@ -273,14 +217,14 @@ func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 	if err := env.Client.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "WebApp gone", func() (bool, error) {
+	e2etest.WaitFor(t, 60*time.Second, "WebApp gone", func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), &webappv1.WebApp{})
 		return apierrors.IsNotFound(err), err
 	})
 	if _, ok := op.registry.Lookup(ns + "/gone"); ok {
 		t.Fatal("the finalizer let the WebApp go without releasing its route")
 	}
-	waitFor(t, 60*time.Second, "children garbage-collected", func() (bool, error) {
+	e2etest.WaitFor(t, 60*time.Second, "children garbage-collected", func() (bool, error) {
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 			name := "gone"
 			if _, ok := obj.(*corev1.ConfigMap); ok {
@@ -297,7 +241,7 @@ func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	ns := env.Namespace(t)
 	op := startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	apps := []*webappv1.WebApp{newApp(ns, "a", 1), newApp(ns, "b", 2), newApp(ns, "c", 1)}
 	for _, app := range apps {
 		if err := env.Client.Create(ctx, app); err != nil {
@@ -321,7 +265,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 
 func TestInvalidWebAppsAreRejectedBySchema(t *testing.T) {
 	ns := env.Namespace(t)
-	ctx := ctxFor(t, time.Minute)
+	ctx := e2etest.Context(t, time.Minute)
 	cases := map[string]struct {
 		mutate func(*webappv1.WebApp)
 		field  string
@@ -345,7 +289,7 @@ func TestInvalidWebAppsAreRejectedBySchema(t *testing.T) {
 func TestChildConflictGoesStalled(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns, nil)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	// Somebody else's Service already has the name the WebApp's Service needs.
 	foreign := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
@@ -358,7 +302,7 @@ func TestChildConflictGoesStalled(t *testing.T) {
 	if err := env.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "WebApp Stalled", func() (bool, error) {
+	e2etest.WaitFor(t, 60*time.Second, "WebApp Stalled", func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
 			return false, err
 		}
@@ -379,46 +323,12 @@ func TestChildConflictGoesStalled(t *testing.T) {
 
 func TestGeneratedRBACIsSufficient(t *testing.T) {
 	ns := env.Namespace(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	objs, err := config.RBAC()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == "webapp-operator" {
-			role = o.DeepCopy()
-		}
-	}
-	if role == nil {
-		t.Fatal("no generated ClusterRole webapp-operator in config/rbac")
-	}
-	role.SetName("webapp-operator-" + ns)
-	if err := env.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	user := "webapp-operator-" + ns
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.GetName()},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), role)
-	})
-	authn, err := env.Envtest.AddUser(envtest.User{Name: user}, &rest.Config{QPS: 100, Burst: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limited := authn.Config()
-	limitedClient, err := client.New(limited, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limited, limitedClient := e2etest.UserBoundTo(ctx, t, env, objs, "webapp-operator", ns)
 	if err := limitedClient.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the operator's role can list Secrets: %v", err)
 	}
@@ -432,7 +342,7 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 	if err := env.Client.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "WebApp deleted by the least-privileged operator", func() (bool, error) {
+	e2etest.WaitFor(t, 60*time.Second, "WebApp deleted by the least-privileged operator", func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), &webappv1.WebApp{})
 		return apierrors.IsNotFound(err), err
 	})
@@ -445,22 +355,16 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 // (what CI runs) so the demo cannot rot: an embedded control plane of its own,
 // the samples applied, and every sample Ready.
 func TestDemoRunsBounded(t *testing.T) {
-	ctx := ctxFor(t, 4*time.Minute)
-	err := run(ctx, options{embedded: true, exitWhenReady: true, timeout: 3 * time.Minute, metricsAddr: "0", probeAddr: "0"})
+	ctx := e2etest.Context(t, 4*time.Minute)
+	err := run(ctx, options{Flags: examplecmd.Flags{Embedded: true, ExitWhenReady: true, Timeout: 3 * time.Minute, MetricsAddr: "0", ProbeAddr: "0"}})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
 }
 
-func ctrlConfigSkipNameValidation() ctrlconfig.Controller {
-	return ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
-}
-
-func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
-
 func TestWebhooksValidateAndDefault(t *testing.T) {
 	ns := env.Namespace(t)
-	ctx := ctxFor(t, time.Minute)
+	ctx := e2etest.Context(t, time.Minute)
 
 	bad := newApp(ns, "badkey", 1)
 	bad.Spec.Config = map[string]string{"not/a file": "x"}

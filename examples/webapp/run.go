@@ -3,26 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/examples/webapp/controller"
@@ -37,35 +30,22 @@ import (
 // DemoNamespace is where the embedded demo applies the sample WebApps.
 const DemoNamespace = "demo"
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := webappv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(webappv1.AddToScheme) }
 
 func run(ctx context.Context, o options) error {
-	cfg, err := clusterConfig(o)
+	cfg, err := o.ClusterConfig()
 	if err != nil {
 		return err
 	}
 	embedded := cfg == nil
 	webhooks := o.webhooks == "on" || ((o.webhooks == "auto" || o.webhooks == "") && embedded)
-	// On a cluster: JSON logs for the log pipeline. Embedded: the demo's
-	// progress owns stdout, the operator's human-readable logs go to stderr.
-	ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(o.devLogs || embedded), observability.LogTo(os.Stderr)))
+	o.SetLogger(embedded)
 	scheme, err := newScheme()
 	if err != nil {
 		return err
 	}
 	var env *testenv.Env
 	if embedded {
-		say("starting an embedded control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok node)…")
-		t0 := time.Now()
 		crds, err := config.CRDs()
 		if err != nil {
 			return err
@@ -78,45 +58,24 @@ func run(ctx context.Context, o options) error {
 		if webhooks {
 			opts = append(opts, testenv.WithWebhooks(envtest.WebhookInstallOptions{MutatingWebhooks: mutating, ValidatingWebhooks: validating}))
 		}
-		env, err = testenv.New(opts...)
+		var stop func()
+		env, stop, err = narrator.StartControlPlane("kube-apiserver, etcd, controller-manager, scheduler, kwok node", opts...)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			say("stopping the embedded control plane")
-			_ = env.Stop()
-		}()
+		defer stop()
 		cfg = env.Config
-		say("control plane up in %.1fs", time.Since(t0).Seconds())
-		if o.metricsAddr == "" {
-			o.metricsAddr = freeLoopback()
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = freeLoopback()
-		}
-	} else {
-		if o.metricsAddr == "" {
-			o.metricsAddr = ":8080"
-		}
-		if o.probeAddr == "" {
-			o.probeAddr = ":8081"
-		}
 	}
+	o.DefaultAddrs(embedded)
 
 	var webhookServer crwebhook.Server
 	if embedded && webhooks {
 		webhookServer = crwebhook.NewServer(webhooktest.ServerOptions(env.Envtest.WebhookInstallOptions))
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		WebhookServer:           webhookServer,
-		Cache:                   reconciler.CacheOptions(),
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "webapp-operator.apps.example.com",
-		LeaderElectionNamespace: os.Getenv("POD_NAMESPACE"),
-	})
+	mopts := o.ManagerOptions(scheme, "webapp-operator.apps.example.com")
+	mopts.WebhookServer = webhookServer
+	mopts.Cache = reconciler.CacheOptions()
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -138,14 +97,12 @@ func run(ctx context.Context, o options) error {
 		return mgr.Start(ctx)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(ctx) }()
+	ctx, bg := examplecmd.StartBackground(ctx, mgr)
+	defer bg.Cancel()
 
 	if webhooks {
 		// failurePolicy is Fail: wait until the API server can reach the webhooks.
-		if err := waitWebhooks(ctx, mgr); err != nil {
+		if err := examplecmd.WaitWebhooks(ctx, mgr); err != nil {
 			return err
 		}
 	}
@@ -153,25 +110,25 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.metricsAddr, o.probeAddr)
+	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
 	say("watch it:  %s --kubeconfig %s get webapps,deployments,pods -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 	say("or:        %s --kubeconfig %s wait --for=condition=Ready webapps --all -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
 
 	var deadline <-chan time.Time
-	if o.exitWhenReady {
-		deadline = time.After(o.timeout)
+	if o.ExitWhenReady {
+		deadline = time.After(o.Timeout)
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last := ""
 	for {
 		select {
-		case err := <-errc:
+		case err := <-bg.Err():
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("not every WebApp became Ready within %s", o.timeout)
+			return fmt.Errorf("not every WebApp became Ready within %s", o.Timeout)
 		case <-tick.C:
 		}
 		report, ready, err := progress(ctx, env.Client)
@@ -182,33 +139,24 @@ func run(ctx context.Context, o options) error {
 			fmt.Print(report)
 			last = report
 		}
-		if ready && o.exitWhenReady {
+		if ready && o.ExitWhenReady {
 			say("every sample WebApp is Ready (routes registered: %d); exiting as asked", reg.Len())
-			cancel()
-			if err := <-errc; err != nil && ctx.Err() == nil {
-				return err
-			}
+			bg.Stop()
 			return nil
 		}
 	}
 }
 
 func applySamples(ctx context.Context, c client.Client) error {
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := examplecmd.EnsureNamespace(ctx, c, DemoNamespace); err != nil {
 		return err
 	}
 	samples, err := config.Samples()
 	if err != nil {
 		return err
 	}
-	for _, s := range samples {
-		s.SetNamespace(DemoNamespace)
-		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("apply sample %s: %w", s.GetName(), err)
-		}
-		say("applied WebApp %s/%s", DemoNamespace, s.GetName())
-	}
-	return nil
+	_, err = narrator.ApplySamples(ctx, c, DemoNamespace, samples)
+	return err
 }
 
 // progress renders one line per WebApp and says whether all are Ready for their current generation.
@@ -238,30 +186,4 @@ func progress(ctx context.Context, c client.Client) (string, bool, error) {
 	return b.String(), allReady, nil
 }
 
-func say(format string, args ...any) {
-	fmt.Printf("[webapp-demo] "+format+"\n", args...)
-}
-
-func freeLoopback() string {
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "0"
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitWebhooks(ctx context.Context, mgr manager.Manager) error {
-	check := mgr.GetWebhookServer().StartedChecker()
-	for {
-		if err := check(nil); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+func say(format string, args ...any) { narrator.Say(format, args...) }

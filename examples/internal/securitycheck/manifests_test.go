@@ -1,10 +1,8 @@
 package securitycheck
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,35 +11,28 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opkit/opkit/examples/internal/manifest"
 )
 
-// documents returns every YAML document in the files matching pattern, relative to examples/.
+// documents returns every YAML document in the example directories matching
+// pattern (relative to examples/), keyed by directory.
 func documents(t *testing.T, pattern string) map[string][][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", pattern))
+	examples := os.DirFS(filepath.Join("..", ".."))
+	dirs, err := fs.Glob(examples, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][][]byte{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	for _, dir := range dirs {
+		err := manifest.EachDocument(examples, dir, func(doc []byte) error {
+			out[dir] = append(out[dir], doc)
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) > 0 {
-				out[f] = append(out[f], doc)
-			}
 		}
 	}
 	return out
@@ -57,7 +48,7 @@ func kindOf(t *testing.T, doc []byte) string {
 
 func TestOperatorDeploymentsAreHardened(t *testing.T) {
 	seen := 0
-	for file, docs := range documents(t, "*/config/manager/*.yaml") {
+	for file, docs := range documents(t, "*/config/manager") {
 		for _, doc := range docs {
 			if kindOf(t, doc) != "Deployment" {
 				continue
@@ -100,7 +91,7 @@ func TestOperatorDeploymentsAreHardened(t *testing.T) {
 
 func TestGeneratedRBACHasNoWildcards(t *testing.T) {
 	seen := 0
-	for file, docs := range documents(t, "*/config/rbac/*.yaml") {
+	for file, docs := range documents(t, "*/config/rbac") {
 		for _, doc := range docs {
 			var rules []rbacv1.PolicyRule
 			switch kindOf(t, doc) {

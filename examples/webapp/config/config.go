@@ -6,119 +6,30 @@
 package config
 
 import (
-	"bufio"
-	"bytes"
 	"embed"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"path"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/opkit/opkit/examples/internal/manifest"
 )
 
 //go:embed crd/*.yaml samples/*.yaml rbac/*.yaml webhook/*.yaml
 var files embed.FS
 
 // CRDs returns the webapp CustomResourceDefinitions.
-func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	var out []*apiextensionsv1.CustomResourceDefinition
-	err := eachDocument("crd", func(doc []byte) error {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(doc, crd); err != nil {
-			return err
-		}
-		out = append(out, crd)
-		return nil
-	})
-	return out, err
-}
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) { return manifest.CRDs(files, "crd") }
 
 // Samples returns the sample WebApps as unstructured objects.
-func Samples() ([]*unstructured.Unstructured, error) { return objects("samples") }
+func Samples() ([]*unstructured.Unstructured, error) { return manifest.Objects(files, "samples") }
 
 // Webhooks returns the generated webhook configurations. Their clientConfig
 // names a Service "webhook-service" in namespace "system": envtest rewrites it
 // to its local server; in a cluster, set the operator's Service and namespace.
 func Webhooks() ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	var mutating []*admissionregistrationv1.MutatingWebhookConfiguration
-	var validating []*admissionregistrationv1.ValidatingWebhookConfiguration
-	err := eachDocument("webhook", func(doc []byte) error {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return err
-		}
-		switch meta.Kind {
-		case "MutatingWebhookConfiguration":
-			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, m); err != nil {
-				return err
-			}
-			mutating = append(mutating, m)
-		case "ValidatingWebhookConfiguration":
-			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, v); err != nil {
-				return err
-			}
-			validating = append(validating, v)
-		default:
-			return fmt.Errorf("unexpected kind %q", meta.Kind)
-		}
-		return nil
-	})
-	return mutating, validating, err
+	return manifest.Webhooks(files, "webhook")
 }
 
 // RBAC returns the generated ClusterRole(s).
-func RBAC() ([]*unstructured.Unstructured, error) { return objects("rbac") }
-
-func objects(dir string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	err := eachDocument(dir, func(doc []byte) error {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			return err
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-		return nil
-	})
-	return out, err
-}
-
-func eachDocument(dir string, fn func([]byte) error) error {
-	entries, err := fs.ReadDir(files, dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := path.Join(dir, e.Name())
-		data, err := files.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			if err := fn(doc); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	}
-	return nil
-}
+func RBAC() ([]*unstructured.Unstructured, error) { return manifest.Objects(files, "rbac") }

@@ -1,0 +1,171 @@
+package e2etest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/testenv"
+)
+
+// Must returns v, or panics with err: for TestMain, where there is no t to fail.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Context returns a context that ends after d, or when the test ends.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// WaitFor calls cond every 100ms until it returns true, and fails the test
+// when it has not after timeout, with what and cond's last error. cond's
+// error does not end the wait: it may be a state not reached yet.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	WaitForEvery(t, 100*time.Millisecond, timeout, what, cond)
+}
+
+// WaitForEvery is [WaitFor] polling every interval instead of every 100ms.
+func WaitForEvery(t testing.TB, interval, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(interval)
+	}
+	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+}
+
+// Manager is a manager for one test's operator.
+type Manager struct {
+	manager.Manager
+	// Requests counts the requests the manager's clients send.
+	Requests *testenv.RequestCounter
+	// Observability is set up on the manager, with a Prometheus registry of
+	// its own (tests run managers side by side) and without health checks.
+	Observability *observability.Observability
+}
+
+// NewManager builds a manager against cfg whose caches hold only namespace
+// ns, so other tests' objects (and leftovers the namespace controller is
+// still deleting) stay out of its caches and its request counts. Metrics and
+// health probes are not served, and controller names are not checked for
+// uniqueness: every test registers the same controllers. mutate, when given,
+// adjusts the options last. It fails the test on error.
+func NewManager(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, ns string, mutate ...func(*manager.Options)) *Manager {
+	t.Helper()
+	cfg, requests := testenv.CountRequests(cfg)
+	opts := manager.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Each test runs its own manager with the same controller name.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := observability.Setup(mgr, observability.WithRegisterer(prometheus.NewRegistry()), observability.WithoutHealthChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Manager{Manager: mgr, Requests: requests, Observability: obs}
+}
+
+// Run starts the manager in the background, where it runs until stop is
+// called or the test ends; an error from the manager fails the test. stop
+// returns once the manager has returned; calling it again does nothing more.
+func (m *Manager) Run(t testing.TB) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := m.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
+}
+
+// UserBoundTo gives a new user the operator's generated ClusterRole: it finds
+// the ClusterRole named role among rbac (the example's config.RBAC()),
+// creates a copy named "<role>-<ns>", a user of that name, and a
+// ClusterRoleBinding between them, all deleted when the test ends (the
+// user's certificate outlives it). It returns a config and a client that
+// authenticate as the user, to run the operator with exactly what the
+// manifests grant. It fails the test when rbac has no such ClusterRole.
+func UserBoundTo(ctx context.Context, t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructured, role, ns string) (*rest.Config, client.Client) {
+	t.Helper()
+	var cr *unstructured.Unstructured
+	for _, o := range rbac {
+		if o.GetKind() == "ClusterRole" && o.GetName() == role {
+			cr = o.DeepCopy()
+		}
+	}
+	if cr == nil {
+		t.Fatalf("no generated ClusterRole %s in config/rbac", role)
+	}
+	user := role + "-" + ns
+	cr.SetName(user)
+	if err := env.Client.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), binding)
+		_ = env.Client.Delete(context.Background(), cr)
+	})
+	authn, err := env.Envtest.AddUser(envtest.User{Name: user}, &rest.Config{QPS: 100, Burst: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := authn.Config()
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
+}
