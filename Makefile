@@ -10,7 +10,7 @@ CONTROLLER_GEN := bin/controller-gen
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check vet lint unit demo clean help
+.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check vet lint demo clean help
 
 all: test
 
@@ -23,9 +23,6 @@ assets: ## build (or find) the control-plane binaries; prints their directory
 test: fmt-check verify-generated vet lint promtool ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
 	@dir=$$($(ASSETS_CMD)); echo "control-plane binaries: $$dir"; \
 	KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...
-
-unit: ## fast tests only (no control plane)
-	$(GO) test -short -count=1 ./...
 
 fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

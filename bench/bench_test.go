@@ -18,9 +18,6 @@ import (
 // it cannot rot: the report and charts are produced and every contender
 // converged in every scenario. It asserts nothing about speed.
 func TestQuickBenchmarkSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a dozen control planes; run without -short")
-	}
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
