@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,8 +68,7 @@ func TestStaticSharding(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testCtx(t, 2*time.Minute)
 	members := []string{"s0", "s1"}
-	var mu sync.Mutex
-	reconciled := map[string][]string{}
+	reconciled := &reconciledNames{}
 	caches := map[string]cache.Cache{}
 	for _, m := range members {
 		shard, err := sharding.NewStaticShard("static", m)
@@ -96,26 +94,14 @@ func TestStaticSharding(t *testing.T) {
 			For(&corev1.ConfigMap{}, builder.WithPredicates(shard.Predicate())).
 			WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 			Complete(sharding.Wrap[corev1.ConfigMap](shard, reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-				mu.Lock()
-				if !slices.Contains(reconciled[m], req.Name) {
-					reconciled[m] = append(reconciled[m], req.Name)
-				}
-				mu.Unlock()
+				reconciled.add(m, req.Name)
 				return reconcile.Result{}, nil
 			})))
 		if err != nil {
 			t.Fatal(err)
 		}
 		caches[m] = mgr.GetCache()
-		mctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(mctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
+		runManager(ctx, t, mgr)
 	}
 	want := map[string][]string{}
 	for i := range 15 {
@@ -130,10 +116,8 @@ func TestStaticSharding(t *testing.T) {
 		}
 	}
 	eventually(t, time.Minute, "each static shard reconciled its objects", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
 		for _, m := range members {
-			got := slices.Sorted(slices.Values(reconciled[m]))
+			got := reconciled.sorted(m)
 			if !slices.Equal(got, want[m]) {
 				return false, fmt.Sprintf("%s reconciled %v, want %v", m, got, want[m])
 			}

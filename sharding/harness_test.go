@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -379,4 +380,40 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// reconciledNames records which object names each member reconciled.
+type reconciledNames struct {
+	mu    sync.Mutex
+	names map[string][]string
+}
+
+func (r *reconciledNames) add(member, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names == nil {
+		r.names = map[string][]string{}
+	}
+	if !slices.Contains(r.names[member], name) {
+		r.names[member] = append(r.names[member], name)
+	}
+}
+
+func (r *reconciledNames) sorted(member string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(slices.Values(r.names[member]))
+}
+
+// runManager starts mgr until the test ends and fails the test if Start errs.
+func runManager(ctx context.Context, t testing.TB, mgr manager.Manager) {
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 }

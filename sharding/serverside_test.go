@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,8 +60,7 @@ func TestServerSideSharding(t *testing.T) {
 		}
 	}
 	members := []string{"a", "b", "c"}
-	var mu sync.Mutex
-	reconciled := map[string][]string{}
+	reconciled := &reconciledNames{}
 	var overlap overlapDetector
 	caches := map[string]cache.Cache{}
 	shards := map[string]*sharding.Shard{}
@@ -93,26 +91,14 @@ func TestServerSideSharding(t *testing.T) {
 			Complete(sharding.Wrap[corev1.ConfigMap](shard, reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				overlap.enter(req.String())
 				defer overlap.exit(req.String())
-				mu.Lock()
-				if !slices.Contains(reconciled[m], req.Name) {
-					reconciled[m] = append(reconciled[m], req.Name)
-				}
-				mu.Unlock()
+				reconciled.add(m, req.Name)
 				return reconcile.Result{}, nil
 			})))
 		if err != nil {
 			t.Fatal(err)
 		}
 		caches[m] = mgr.GetCache()
-		mctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(mctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
+		runManager(ctx, t, mgr)
 	}
 
 	all := &corev1.ConfigMapList{}
@@ -136,10 +122,8 @@ func TestServerSideSharding(t *testing.T) {
 		}
 	}
 	eventually(t, time.Minute, "each replica reconciled exactly its hash ranges", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
 		for _, m := range members {
-			got := slices.Sorted(slices.Values(reconciled[m]))
+			got := reconciled.sorted(m)
 			if !slices.Equal(got, want[m]) {
 				return false, fmt.Sprintf("%s reconciled %d, want %d", m, len(got), len(want[m]))
 			}
