@@ -284,6 +284,11 @@ func TestTerminalDoesNotHotLoop(t *testing.T) {
 		g = getGizmo(ctx, t, ns, "stuck")
 		return conditions.IsTrue(g, conditions.Ready) && conditions.Get(g, conditions.Stalled) == nil, nil
 	})
+	// The reconcile is recorded when it returns, which can be just after its
+	// status write became visible: wait for the record, then require exactly one.
+	eventually(t, 10*time.Second, "the reconcile after the spec change recorded", func() (bool, error) {
+		return len(h.rec.records("stuck")) > len(stuck), nil
+	})
 	if n := len(h.rec.records("stuck")); n != len(stuck)+1 {
 		t.Fatalf("want exactly one more reconcile after the spec change, got %d more", n-len(stuck))
 	}
