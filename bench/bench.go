@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/sharding"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -58,6 +60,10 @@ type Settings struct {
 	// Quiet is how long request and reconcile counts must stay unchanged
 	// before a scenario's counts are read.
 	Quiet time.Duration `json:"quiet"`
+	// ShardObjects is how many WebApps the sharding scenario spreads over its
+	// replicas; ShardLeaseDuration is their member Leases' duration.
+	ShardObjects       int           `json:"shardObjects"`
+	ShardLeaseDuration time.Duration `json:"shardLeaseDuration"`
 }
 
 // Options configure [Run].
@@ -82,15 +88,17 @@ type Options struct {
 
 // Quick is the preset of a quick run (CI smoke, under 3 minutes).
 func Quick() Settings {
-	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 100, ChurnObjects: 20, ChurnRate: 10, ChurnDuration: 4 * time.Second, Quiet: time.Second}
+	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 100, ChurnObjects: 20, ChurnRate: 10, ChurnDuration: 4 * time.Second, Quiet: time.Second,
+		ShardObjects: 100, ShardLeaseDuration: 2 * time.Second}
 }
 
 // Default is the preset of a default run (under 15 minutes on 2 cores).
 func Default() Settings {
-	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second}
+	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second,
+		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration}
 }
 
-// Full is Default with 5,000 WebApps.
+// Full is Default with 5,000 WebApps (the sharding scenario keeps 1,000).
 func Full() Settings {
 	s := Default()
 	s.N = 5000
@@ -158,6 +166,8 @@ type Report struct {
 	Machine  Machine       `json:"machine"`
 	Settings Settings      `json:"settings"`
 	Results  []*Result     `json:"results"`
+	// Sharding is the sharding scenario (opkit only), when it ran.
+	Sharding *ShardingResult `json:"sharding,omitempty"`
 }
 
 // Find returns the result of contender in scenario, or nil.
@@ -182,7 +192,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Contenders = []string{Ceiling, Baseline, Opkit}
 	}
 	if len(o.Scenarios) == 0 {
-		o.Scenarios = []string{ScenarioConverge, ScenarioRestart, ScenarioChurn, ScenarioDelete}
+		o.Scenarios = []string{ScenarioConverge, ScenarioRestart, ScenarioChurn, ScenarioDelete, ScenarioSharding}
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -195,6 +205,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine()}
 	start := time.Now()
+	sharded := slices.Contains(o.Scenarios, ScenarioSharding) && slices.Contains(o.Contenders, Opkit)
+	o.Scenarios = slices.DeleteFunc(slices.Clone(o.Scenarios), func(sc string) bool { return sc == ScenarioSharding })
 	if o.Isolated {
 		for _, sc := range o.Scenarios {
 			for _, name := range o.Contenders {
@@ -203,12 +215,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				}
 			}
 		}
-	} else {
+	} else if len(o.Scenarios) > 0 {
 		for _, name := range o.Contenders {
 			if err := runOn(ctx, o, rep, name, o.Scenarios); err != nil {
 				return rep, err
 			}
 		}
+	}
+	if sharded {
+		res, err := runSharding(ctx, o)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", ScenarioSharding, err)
+		}
+		rep.Sharding = res
 	}
 	order := map[string]int{}
 	for i, sc := range o.Scenarios {

@@ -16,7 +16,9 @@ import (
 
 // TestQuickBenchmarkSmoke runs the benchmark end to end with tiny numbers so
 // it cannot rot: the report and charts are produced and every contender
-// converged in every scenario. It asserts nothing about speed.
+// converged in every scenario, and the sharding scenario's fleet took over,
+// handed over twice and never reconciled one WebApp on two replicas at once.
+// It asserts nothing about speed.
 func TestQuickBenchmarkSmoke(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -24,6 +26,7 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	s := bench.Quick()
 	s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration = 10, 5, 10, time.Second
 	s.Quiet = 500 * time.Millisecond
+	s.ShardObjects, s.ShardLeaseDuration = 12, 2*time.Second
 	out := t.TempDir()
 	var log strings.Builder
 	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log})
@@ -38,16 +41,26 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 			t.Errorf("%s/%s did not converge: %d outstanding, %s\n", r.Scenario, r.Contender, r.Outstanding, r.Error)
 		}
 	}
+	switch sh := rep.Sharding; {
+	case sh == nil:
+		t.Error("the sharding scenario did not run")
+	case sh.Error != "" || sh.Graceful.Error != "" || sh.Ungraceful.Error != "":
+		t.Errorf("sharding: %q; graceful: %q; ungraceful: %q", sh.Error, sh.Graceful.Error, sh.Ungraceful.Error)
+	case sh.MaxConcurrent > 1:
+		t.Errorf("sharding: %d replicas inside one reconcile at once", sh.MaxConcurrent)
+	case sh.Spread[sh.Leader] == sh.N || sh.Graceful.NotReady+sh.Ungraceful.NotReady > 0:
+		t.Errorf("sharding: spread %v (leader %s), not Ready after the hand-overs %d + %d", sh.Spread, sh.Leader, sh.Graceful.NotReady, sh.Ungraceful.NotReady)
+	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Headline", "| converge | CR/s", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg"} {
+	for _, want := range []string{"## Headline", "| converge | CR/s", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg", "## Sharding (opkit only)", "sharding-handover.svg"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, f := range []string{"report.json", "throughput-converge.svg", "latency-converge.svg", "writes-per-object.svg"} {
+	for _, f := range []string{"report.json", "throughput-converge.svg", "latency-converge.svg", "writes-per-object.svg", "sharding-memory.svg", "sharding-handover.svg"} {
 		data, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil || len(data) == 0 {
 			t.Errorf("%s: %v (%d bytes)", f, err, len(data))

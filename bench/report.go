@@ -187,6 +187,10 @@ func markdown(rep *Report, charts []string) string {
 	goal("delete: 1 write per CR", del, del <= 1.0001)
 	b.WriteString("\n")
 
+	if sh := rep.Sharding; sh != nil {
+		shardingMarkdown(&b, sh)
+	}
+
 	if len(charts) > 0 {
 		b.WriteString("## Charts\n\n")
 		for _, c := range charts {
@@ -252,7 +256,11 @@ func markdown(rep *Report, charts []string) string {
 	fmt.Fprintf(&b, "- client QPS / Burst of every contender: %.0f / %d (high on purpose: the API server, not the client limiter, should bind)\n", s.QPS, s.Burst)
 	fmt.Fprintf(&b, "- load generator: %d concurrent requests, its own unthrottled client (not counted)\n", s.LoadWorkers)
 	fmt.Fprintf(&b, "- N (converge, restart, delete): %d; churn: %d WebApps, %.0f changes/s for %s\n", s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration)
-	fmt.Fprintf(&b, "- counts are read after %s without requests or reconciles\n\n", s.Quiet)
+	fmt.Fprintf(&b, "- counts are read after %s without requests or reconciles\n", s.Quiet)
+	if rep.Sharding != nil {
+		fmt.Fprintf(&b, "- sharding: %d WebApps, 3 replicas, member Lease duration %s, each replica with the same workers and QPS/Burst\n", s.ShardObjects, s.ShardLeaseDuration)
+	}
+	b.WriteString("\n")
 
 	b.WriteString("## Method\n\n")
 	b.WriteString(method)
@@ -301,7 +309,7 @@ const method = `- **Ready** means: the WebApp's Ready condition is True, its obs
 - **Ceiling** writes per created WebApp: finalizer patch, three creates, a Progressing and a Ready status patch; per spec change: ConfigMap and Deployment patches and the two status patches; per delete: the finalizer removal. It never reads, so it is an upper bound no watch-driven operator reaches.
 - **Requests** are counted on each contender's own rest.Config with ` + "`testenv.CountRequests`" + ` (verb and resource as the API server classifies them); failures are responses ≥ 400 on the same transport. Reconciles come from controller-runtime's ` + "`controller_runtime_reconcile_total`" + `.
 - **Workers and QPS/Burst** are identical for all contenders (see settings). Headless Services everywhere (spec.headless=true), so ClusterIP allocation is not the bottleneck.
-- **Not covered**: sharding (out of scope for this benchmark), webhooks, observability overhead (events, metrics, traces are off in both operators).
+- **Not covered**: webhooks, observability overhead (events, metrics, traces are off in both operators).
 `
 
 // writeCharts writes the SVG charts and returns their file names.
@@ -352,6 +360,14 @@ func writeCharts(rep *Report, dir string) ([]string, error) {
 	if err := add("writes-per-object.svg", writesChart(rep)); err != nil {
 		return nil, err
 	}
+	if sh := rep.Sharding; sh != nil {
+		if err := add("sharding-memory.svg", shardMemoryChart(sh)); err != nil {
+			return nil, err
+		}
+		if err := add("sharding-handover.svg", handOverChart(sh)); err != nil {
+			return nil, err
+		}
+	}
 	return names, nil
 }
 
@@ -397,6 +413,12 @@ func yAxis(b *strings.Builder, top float64, unit string) {
 
 // barChart draws one bar per contender and the ceiling as a dashed line.
 func barChart(title string, labels []string, vals []float64, ceil float64) string {
+	return bars(title, "per second", labels, vals, ceil, "ceiling", "of ceiling")
+}
+
+// bars draws one bar per label and, unless ref is NaN, ref as a dashed line
+// named refName; each bar is captioned with its share of ref ("… share").
+func bars(title, unit string, labels []string, vals []float64, ceil float64, refName, share string) string {
 	if len(vals) == 0 {
 		return ""
 	}
@@ -409,7 +431,7 @@ func barChart(title string, labels []string, vals []float64, ceil float64) strin
 	top = niceMax(top * 1.05)
 	var b strings.Builder
 	svgOpen(&b, title)
-	yAxis(&b, top, "per second")
+	yAxis(&b, top, unit)
 	slot := float64(plotW) / float64(len(vals))
 	for i, v := range vals {
 		h := float64(plotH) * v / top
@@ -418,13 +440,13 @@ func barChart(title string, labels []string, vals []float64, ceil float64) strin
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%s</text>`+"\n", x+slot*0.3, float64(padT+plotH)-h-5, txtCol, num(v))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s">%s</text>`+"\n", x+slot*0.3, padT+plotH+18, txtCol, labels[i])
 		if !math.IsNaN(ceil) && ceil > 0 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%.0f%% of ceiling</text>`+"\n", x+slot*0.3, padT+plotH+34, 100*v/ceil)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%.0f%% %s</text>`+"\n", x+slot*0.3, padT+plotH+34, 100*v/ceil, share)
 		}
 	}
 	if !math.IsNaN(ceil) {
 		y := float64(padT+plotH) - float64(plotH)*ceil/top
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", padL, y, padL+plotW, y, color(Ceiling))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s">ceiling %s</text>`+"\n", padL+plotW+6, y+4, color(Ceiling), num(ceil))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s">%s %s</text>`+"\n", padL+plotW+6, y+4, color(Ceiling), refName, num(ceil))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

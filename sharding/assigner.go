@@ -484,6 +484,7 @@ func (a *Assigner) assign(ctx context.Context, k assignKey) error {
 	_, draining := obj.Labels[drainKey]
 	logger := log.FromContext(ctx).WithValues("kind", k.gk, "namespace", k.namespace, "name", k.name)
 
+	childrenSynced := false
 	switch {
 	case desired == "":
 		// No ready member: leave everything as it is.
@@ -494,6 +495,13 @@ func (a *Assigner) assign(ctx context.Context, k assignKey) error {
 			}
 		}
 	case cur == "":
+		// Children first: when the new member's cache learns of the owner,
+		// its children are (almost always) already there, so its first
+		// reconcile updates them instead of trying to create them again.
+		if err := a.syncChildren(ctx, k, desired); err != nil {
+			return err
+		}
+		childrenSynced = true
 		if err := a.patchLabels(ctx, obj, map[string]*string{shardKey: &desired, drainKey: nil}); err != nil {
 			return err
 		}
@@ -509,6 +517,11 @@ func (a *Assigner) assign(ctx context.Context, k assignKey) error {
 			a.observer.ObjectAssigned(a.ring, desired)
 		}
 	case a.membership.State(cur) == StateDead:
+		// Children first, as above; the dead member reconciles nothing.
+		if err := a.syncChildren(ctx, k, desired); err != nil {
+			return err
+		}
+		childrenSynced = true
 		if err := a.patchLabels(ctx, obj, map[string]*string{shardKey: &desired, drainKey: nil}); err != nil {
 			return err
 		}
@@ -530,6 +543,11 @@ func (a *Assigner) assign(ctx context.Context, k assignKey) error {
 	default:
 		// Waiting for cur to acknowledge, or to die: its Lease changes and
 		// time-based state changes re-enqueue the object.
+	}
+	if childrenSynced {
+		// The cache may not show those label patches yet; patching again
+		// from it would only conflict.
+		return nil
 	}
 	return a.syncChildren(ctx, k, obj.Labels[shardKey])
 }

@@ -20,7 +20,10 @@
 //     [DefaultVirtualNodes] points per member); a member joining or leaving
 //     moves only the objects that move to or from it.
 //   - Children follow their controller owner: they are labelled with the
-//     owner's current shard and hashed on nothing of their own.
+//     owner's current shard and hashed on nothing of their own. When the
+//     assigner moves an owner it labels the children first, so the new
+//     member's first reconcile finds them in its cache rather than trying
+//     to create them again.
 //   - Clock skew is harmless: Lease ages are measured on the observer's clock
 //     from the moment it saw the Lease change, never from timestamps written
 //     by another machine.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -371,6 +372,52 @@ func (c *cluster) spread() map[string]int {
 		out[cm.Labels[sharding.ShardLabel(c.ring)]]++
 	}
 	return out
+}
+
+// ownedBy lists the ConfigMaps labelled for member.
+func (c *cluster) ownedBy(member string) []string {
+	cms := &corev1.ConfigMapList{}
+	if err := env.Client.List(testCtx(c.t, 30*time.Second), cms, client.InNamespace(c.ns),
+		client.MatchingLabels{sharding.ShardLabel(c.ring): member}); err != nil {
+		c.t.Fatal(err)
+	}
+	out := make([]string, 0, len(cms.Items))
+	for _, cm := range cms.Items {
+		out = append(out, cm.Name)
+	}
+	return out
+}
+
+// checkChildrenLabelledFirst checks that the assigner labelled each moved
+// ConfigMap's Secret before the ConfigMap itself, so the new member's first
+// reconcile finds the Secret in its cache. Nothing but the assigner writes
+// these objects after they settled, so their last writes are the label
+// patches, and etcd's resourceVersions (opaque to clients, but a global
+// revision on this real control plane) order them.
+func (c *cluster) checkChildrenLabelledFirst(names []string) {
+	c.t.Helper()
+	ctx := testCtx(c.t, 30*time.Second)
+	if len(names) == 0 {
+		c.t.Fatal("no moved objects to check")
+	}
+	for _, name := range names {
+		key := client.ObjectKey{Namespace: c.ns, Name: name}
+		cm, secret := &corev1.ConfigMap{}, &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, cm); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := env.Client.Get(ctx, key, secret); err != nil {
+			c.t.Fatal(err)
+		}
+		cmRV, err1 := strconv.ParseInt(cm.ResourceVersion, 10, 64)
+		secretRV, err2 := strconv.ParseInt(secret.ResourceVersion, 10, 64)
+		if err1 != nil || err2 != nil {
+			c.t.Fatalf("resourceVersions %q, %q are not etcd revisions", cm.ResourceVersion, secret.ResourceVersion)
+		}
+		if secretRV > cmRV {
+			c.t.Errorf("%s: its Secret was relabelled (rv %d) after it (rv %d): the new member could see the owner before its child", name, secretRV, cmRV)
+		}
+	}
 }
 
 func sortedKeys(m map[string]int) []string {

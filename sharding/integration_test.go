@@ -68,10 +68,12 @@ func TestDynamicShardingLifecycle(t *testing.T) {
 	}
 
 	// Graceful removal: c stops, releases its lease, its objects move at once.
+	ofC := c.ownedBy("c")
 	start := time.Now()
 	cr.stop(t)
 	eventually(t, 2*time.Minute, "graceful removal of c", func() (bool, string) { return c.settled([]string{"a", "b"}) })
 	t.Logf("graceful removal: %d objects of c moved and reconciled in %s", spread["c"], time.Since(start).Round(time.Millisecond))
+	c.checkChildrenLabelledFirst(ofC)
 
 	// Join: c comes back as a new process; a and b drain what now belongs to c.
 	drainsBefore := c.obs.drainAcked.Load()
@@ -87,10 +89,12 @@ func TestDynamicShardingLifecycle(t *testing.T) {
 	// Crash: b stops without releasing its lease; its objects move only once
 	// the lease is dead (two lease durations without renewal).
 	ofB := c.spread()["b"]
+	namesOfB := c.ownedBy("b")
 	immediateBefore := c.obs.movedImmediate.Load()
 	start = time.Now()
 	b.stop(t)
 	eventually(t, 2*time.Minute, "crash of b", func() (bool, string) { return c.settled([]string{"a", "c"}) })
+	c.checkChildrenLabelledFirst(namesOfB)
 	took := time.Since(start)
 	t.Logf("crash: %d objects of b moved and reconciled %s after it stopped (lease duration %s)",
 		ofB, took.Round(time.Millisecond), c.lease)

@@ -18,6 +18,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/opkit/opkit/examples/internal/e2etest"
+	"github.com/opkit/opkit/examples/sharded/fleet"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/observability"
@@ -54,7 +55,7 @@ func fixedNamespace(t *testing.T, name string) string {
 // waitSnap polls the namespace until cond holds; check runs on every
 // snapshot first (to assert invariants throughout). It returns the last
 // snapshot and how long it took.
-func waitSnap(t *testing.T, f *Fleet, timeout time.Duration, what string, check func(Snapshot), cond func(Snapshot) (bool, string)) (Snapshot, time.Duration) {
+func waitSnap(t *testing.T, f *fleet.Fleet, timeout time.Duration, what string, check func(fleet.Snapshot), cond func(fleet.Snapshot) (bool, string)) (fleet.Snapshot, time.Duration) {
 	t.Helper()
 	ctx := e2etest.Context(t, timeout+30*time.Second)
 	start := time.Now()
@@ -63,7 +64,7 @@ func waitSnap(t *testing.T, f *Fleet, timeout time.Duration, what string, check 
 		if err := f.Err(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		s, err := Read(ctx, env.Client, f.Ring, f.Namespace)
+		s, err := fleet.Read(ctx, env.Client, f.Ring, f.Namespace)
 		if err == nil {
 			if check != nil {
 				check(s)
@@ -79,10 +80,10 @@ func waitSnap(t *testing.T, f *Fleet, timeout time.Duration, what string, check 
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s: not true after %s: %s", what, timeout, last)
-	return Snapshot{}, 0
+	return fleet.Snapshot{}, 0
 }
 
-func allReady(s Snapshot) (bool, string) {
+func allReady(s fleet.Snapshot) (bool, string) {
 	if len(s.NotReady) > 0 {
 		return false, "not Ready: " + strings.Join(s.NotReady, " ")
 	}
@@ -100,7 +101,7 @@ func TestShardedFleet(t *testing.T) {
 	const lease = 2 * time.Second
 	ns := fixedNamespace(t, "sharded-e2e")
 	ctx := e2etest.Context(t, 3*time.Minute)
-	f, err := NewFleet(env.Config, FleetOptions{Ring: DefaultRing, Namespace: ns, Replicas: 3, LeaseDuration: lease, Scheme: env.Scheme, Hold: 10 * time.Millisecond})
+	f, err := fleet.NewFleet(env.Config, fleet.Options{Ring: fleet.DefaultRing, Namespace: ns, Replicas: 3, LeaseDuration: lease, Scheme: env.Scheme, Hold: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +112,8 @@ func TestShardedFleet(t *testing.T) {
 		}
 	})
 	all := f.Running()
-	waitSnap(t, f, 30*time.Second, "member Leases held", nil, func(Snapshot) (bool, string) {
-		ms, err := Members(ctx, env.Client, f.Ring, ns)
+	waitSnap(t, f, 30*time.Second, "member Leases held", nil, func(fleet.Snapshot) (bool, string) {
+		ms, err := fleet.Members(ctx, env.Client, f.Ring, ns)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -130,7 +131,7 @@ func TestShardedFleet(t *testing.T) {
 	}
 
 	// Spread over every replica, each WebApp on the member the ring places it.
-	snap, took := waitSnap(t, f, time.Minute, "assignment over three replicas", nil, func(s Snapshot) (bool, string) {
+	snap, took := waitSnap(t, f, time.Minute, "assignment over three replicas", nil, func(s fleet.Snapshot) (bool, string) {
 		if len(s.Apps) != len(names) {
 			return false, "WebApps listed: " + strings.Repeat("+", len(s.Apps))
 		}
@@ -185,10 +186,10 @@ func TestShardedFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := app.Generation
-	waitSnap(t, f, time.Minute, "moved WebApp Ready for its new generation", nil, func(s Snapshot) (bool, string) {
+	waitSnap(t, f, time.Minute, "moved WebApp Ready for its new generation", nil, func(s fleet.Snapshot) (bool, string) {
 		for _, a := range s.Apps {
 			if a.Name == name {
-				return a.Generation == gen && Ready(&a) && a.Status.ReadyReplicas == 2,
+				return a.Generation == gen && fleet.Ready(&a) && a.Status.ReadyReplicas == 2,
 					"generation " + a.Status.Phase
 			}
 		}
@@ -238,7 +239,7 @@ func TestShardedFleet(t *testing.T) {
 // WebApps move to the survivors within bound (plus scheduling slack), that
 // every WebApp stays Ready meanwhile, and that each moved WebApp is reconciled
 // by its new replica. It returns moved WebApp → new member.
-func handOver(ctx context.Context, t *testing.T, f *Fleet, victim *Replica, before Snapshot, bound time.Duration) map[string]string {
+func handOver(ctx context.Context, t *testing.T, f *fleet.Fleet, victim *fleet.Replica, before fleet.Snapshot, bound time.Duration) map[string]string {
 	t.Helper()
 	ns := f.Namespace
 	ofVictim := before.ByMember()[victim.Member]
@@ -251,13 +252,13 @@ func handOver(ctx context.Context, t *testing.T, f *Fleet, victim *Replica, befo
 		t.Fatalf("stop %s: %v", victim.Member, err)
 	}
 	survivors := f.Running()
-	stayReady := func(s Snapshot) {
+	stayReady := func(s fleet.Snapshot) {
 		for _, n := range s.NotReady {
 			t.Errorf("%s was not Ready during the hand-over (%.1fs after the kill)", n, time.Since(kill).Seconds())
 		}
 	}
 	snap, _ := waitSnap(t, f, bound+30*time.Second, "hand-over to "+strings.Join(survivors, ","), stayReady,
-		func(s Snapshot) (bool, string) { return s.Settled(ns, survivors) })
+		func(s fleet.Snapshot) (bool, string) { return s.Settled(ns, survivors) })
 	took := time.Since(kill)
 	// The assigner declares the member dead two lease durations after it last
 	// saw a renewal (which came before the kill); allow 2s for the patches on a
@@ -272,7 +273,7 @@ func handOver(ctx context.Context, t *testing.T, f *Fleet, victim *Replica, befo
 	for _, n := range ofVictim {
 		moved[n] = snap.Owner[n]
 	}
-	waitSnap(t, f, time.Minute, "moved WebApps reconciled by their new replicas", stayReady, func(s Snapshot) (bool, string) {
+	waitSnap(t, f, time.Minute, "moved WebApps reconciled by their new replicas", stayReady, func(s fleet.Snapshot) (bool, string) {
 		for n, to := range moved {
 			if !reconciledBy(f.Detector.Visits(types.NamespacedName{Namespace: ns, Name: n}), to, kill) {
 				return false, n + " not yet reconciled by " + to
@@ -288,9 +289,9 @@ func handOver(ctx context.Context, t *testing.T, f *Fleet, victim *Replica, befo
 // checkChildren asserts every WebApp's children carry its shard label and
 // that the label stayed out of the Deployment's selector and pod template and
 // the Service's selector.
-func checkChildren(ctx context.Context, t *testing.T, ns string, s Snapshot) {
+func checkChildren(ctx context.Context, t *testing.T, ns string, s fleet.Snapshot) {
 	t.Helper()
-	key := sharding.ShardLabel(DefaultRing)
+	key := sharding.ShardLabel(fleet.DefaultRing)
 	for _, app := range s.Apps {
 		owner := s.Owner[app.Name]
 		var dep appsv1.Deployment
@@ -324,53 +325,6 @@ func checkChildren(ctx context.Context, t *testing.T, ns string, s Snapshot) {
 		if _, ok := svc.Spec.Selector[key]; ok {
 			t.Errorf("Service %s: shard label in spec.selector", app.Name)
 		}
-	}
-}
-
-// TestOverlapDetectorSeesTwoReplicas shows the detector can fail: two
-// replicas inside a reconcile of the same WebApp at once count 2, one
-// replica's back-to-back reconciles count 1, and a reconcile whose end it
-// cannot see is an error.
-func TestOverlapDetectorSeesTwoReplicas(t *testing.T) {
-	key := types.NamespacedName{Namespace: "ns", Name: "app"}
-	d := NewOverlapDetector(0)
-	reconcileCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), time.Minute)
-	}
-	a1, endA1 := reconcileCtx()
-	a2, endA2 := reconcileCtx()
-	d.enter(a1, "replica-a", key, "1")
-	d.enter(a2, "replica-a", key, "2") // the same replica: the previous reconcile's end not yet seen
-	if n, _ := d.Max(); n != 1 {
-		t.Fatalf("one replica counted as %d", n)
-	}
-	b, endB := reconcileCtx()
-	d.enter(b, "replica-b", key, "3")
-	if n, worst := d.Max(); n != 2 || worst != "ns/app by replica-a+replica-b" {
-		t.Fatalf("two replicas at once: max %d (%s), want 2", n, worst)
-	}
-	endA1()
-	endA2()
-	endB()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d.mu.Lock()
-		left := len(d.inside)
-		d.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("ended reconciles still counted as inside")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	d.enter(context.Background(), "replica-a", key, "4")
-	if err := d.Err(); err == nil {
-		t.Fatal("a reconcile without a deadline was counted")
-	}
-	if d.Reconciles() != 3 {
-		t.Fatalf("reconciles %d, want 3", d.Reconciles())
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/examples/internal/examplecmd"
+	"github.com/opkit/opkit/examples/sharded/fleet"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/observability"
@@ -82,19 +83,19 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	if err := examplecmd.EnsureNamespace(ctx, c, ns); err != nil {
 		return nil, err
 	}
-	fleet, err := NewFleet(cfg, FleetOptions{Ring: DefaultRing, Namespace: ns, Replicas: o.replicas, LeaseDuration: o.leaseDuration, Scheme: scheme, Hold: o.hold})
+	fl, err := fleet.NewFleet(cfg, fleet.Options{Ring: fleet.DefaultRing, Namespace: ns, Replicas: o.replicas, LeaseDuration: o.leaseDuration, Scheme: scheme, Hold: o.hold})
 	if err != nil {
 		return nil, err
 	}
-	fleet.Start(ctx)
-	defer func() { _ = fleet.Stop() }()
+	fl.Start(ctx)
+	defer func() { _ = fl.Stop() }()
 	say("started %d replicas of the webapp operator in this process (ring %q, member Lease %s: a crashed replica's WebApps move after %s)",
-		o.replicas, fleet.Ring, o.leaseDuration, 2*o.leaseDuration)
+		o.replicas, fl.Ring, o.leaseDuration, 2*o.leaseDuration)
 
 	// Wait for every member Lease so the first assignment is already the final one.
-	all := fleet.Running()
-	if err := poll(ctx, fleet, func() (bool, error) {
-		ms, err := Members(ctx, c, fleet.Ring, ns)
+	all := fl.Running()
+	if err := poll(ctx, fl, func() (bool, error) {
+		ms, err := fleet.Members(ctx, c, fl.Ring, ns)
 		held := 0
 		for _, m := range ms {
 			if m.Holder != "" {
@@ -112,31 +113,31 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	say("applied %d WebApps in namespace %s (%s … %s)", len(names), ns, names[0], names[len(names)-1])
 
 	t0 := time.Now()
-	snap, err := waitSettled(ctx, c, fleet, ns, all)
+	snap, err := waitSettled(ctx, c, fl, ns, all)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the assignment: %w", err)
 	}
 	leader := "none yet"
-	if l := fleet.Leader(); l != nil {
+	if l := fl.Leader(); l != nil {
 		leader = l.Member
 	}
-	say("assigned in %.1fs by the assigner on %s; who owns what (label %s):", time.Since(t0).Seconds(), leader, sharding.ShardLabel(fleet.Ring))
+	say("assigned in %.1fs by the assigner on %s; who owns what (label %s):", time.Since(t0).Seconds(), leader, sharding.ShardLabel(fl.Ring))
 	printAssignment(os.Stdout, snap, all)
-	if err := printMembers(ctx, c, fleet.Ring, ns, kubectl); err != nil {
+	if err := printMembers(ctx, c, fl.Ring, ns, kubectl); err != nil {
 		return nil, err
 	}
 
-	snap, err = waitReady(ctx, c, fleet, ns)
+	snap, err = waitReady(ctx, c, fl, ns)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for every WebApp to be Ready: %w", err)
 	}
 	say("all %d WebApps Ready %.1fs after they were applied", len(snap.Apps), time.Since(t0).Seconds())
 
 	res := &result{}
-	victim := pickVictim(o.kill, fleet, snap)
+	victim := pickVictim(o.kill, fl, snap)
 	if victim == nil {
 		say("no replica killed (--kill=%s)", o.kill)
-		return res, finish(ctx, fleet, o, res)
+		return res, finish(ctx, fl, o, res)
 	}
 	res.victim = victim.Member
 	ofVictim := snap.ByMember()[victim.Member]
@@ -149,10 +150,10 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	if err := victim.Stop(); err != nil {
 		return nil, fmt.Errorf("stopping %s: %w", victim.Member, err)
 	}
-	survivors := fleet.Running()
+	survivors := fl.Running()
 
 	seenNotReady := map[string]bool{}
-	snap, err = pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+	snap, err = pollSnap(ctx, c, fl, ns, func(s fleet.Snapshot) bool {
 		for _, n := range s.NotReady {
 			seenNotReady[n] = true
 		}
@@ -175,7 +176,7 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 
 	// Ready again, and each moved WebApp reconciled by its new replica.
 	var pending []string
-	snap, err = pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+	snap, err = pollSnap(ctx, c, fl, ns, func(s fleet.Snapshot) bool {
 		for _, n := range s.NotReady {
 			seenNotReady[n] = true
 		}
@@ -184,7 +185,7 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 		}
 		pending = pending[:0]
 		for _, name := range ofVictim {
-			if !reconciledBy(fleet.Detector.Visits(types.NamespacedName{Namespace: ns, Name: name}), s.Owner[name], kill) {
+			if !reconciledBy(fl.Detector.Visits(types.NamespacedName{Namespace: ns, Name: name}), s.Owner[name], kill) {
 				pending = append(pending, name)
 			}
 		}
@@ -205,19 +206,19 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	say("all %d WebApps Ready, the moved ones reconciled by their new replica, %.1fs after the kill; %s",
 		len(snap.Apps), res.readyAfter.Seconds(), throughout)
 	printAssignment(os.Stdout, snap, survivors)
-	if err := printMembers(ctx, c, fleet.Ring, ns, kubectl); err != nil {
+	if err := printMembers(ctx, c, fl.Ring, ns, kubectl); err != nil {
 		return nil, err
 	}
-	return res, finish(ctx, fleet, o, res)
+	return res, finish(ctx, fl, o, res)
 }
 
 // finish reports the overlap detector's verdict and, unless bounded, keeps the
 // survivors running until ctx ends.
-func finish(ctx context.Context, fleet *Fleet, o options, res *result) error {
-	maxN, worst := fleet.Detector.Max()
-	res.maxConcurrent, res.reconciles = maxN, fleet.Detector.Reconciles()
-	say("reconciles: %d; most replicas inside Reconcile for one WebApp at once: %d; assigner: %s", res.reconciles, maxN, fleet.Moves)
-	if err := fleet.Err(); err != nil {
+func finish(ctx context.Context, fl *fleet.Fleet, o options, res *result) error {
+	maxN, worst := fl.Detector.Max()
+	res.maxConcurrent, res.reconciles = maxN, fl.Detector.Reconciles()
+	say("reconciles: %d; most replicas inside Reconcile for one WebApp at once: %d; assigner: %s", res.reconciles, maxN, fl.Moves)
+	if err := fl.Err(); err != nil {
 		return err
 	}
 	if maxN > 1 {
@@ -230,12 +231,12 @@ func finish(ctx context.Context, fleet *Fleet, o options, res *result) error {
 		say("hand-over complete; exiting as asked")
 		return nil
 	}
-	say("running until Ctrl-C; edit or add WebApps in namespace %s and watch who reconciles them", fleet.Namespace)
+	say("running until Ctrl-C; edit or add WebApps in namespace %s and watch who reconciles them", fl.Namespace)
 	<-ctx.Done()
 	return ctx.Err()
 }
 
-func reconciledBy(visits []Visit, member string, after time.Time) bool {
+func reconciledBy(visits []fleet.Visit, member string, after time.Time) bool {
 	for _, v := range visits {
 		if v.Member == member && v.At.After(after) {
 			return true
@@ -270,33 +271,33 @@ func applyWebApps(ctx context.Context, c client.Client, ns string, n int) ([]str
 	return names, nil
 }
 
-func pickVictim(kill string, fleet *Fleet, snap Snapshot) *Replica {
+func pickVictim(kill string, fl *fleet.Fleet, snap fleet.Snapshot) *fleet.Replica {
 	switch kill {
 	case "none", "":
 		return nil
 	case "leader":
-		return fleet.Leader()
+		return fl.Leader()
 	case "auto":
 		by := snap.ByMember()
-		var best *Replica
-		for _, r := range fleet.Replicas {
+		var best *fleet.Replica
+		for _, r := range fl.Replicas {
 			if r.Running() && !r.Elected() && (best == nil || len(by[r.Member]) > len(by[best.Member])) {
 				best = r
 			}
 		}
 		return best
 	}
-	if r := fleet.Replica(kill); r != nil && r.Running() {
+	if r := fl.Replica(kill); r != nil && r.Running() {
 		return r
 	}
 	return nil
 }
 
 // poll checks cond every 100ms until it holds, ctx ends or a replica failed.
-func poll(ctx context.Context, fleet *Fleet, cond func() (bool, error)) error {
+func poll(ctx context.Context, fl *fleet.Fleet, cond func() (bool, error)) error {
 	var last error
 	for {
-		if err := fleet.Err(); err != nil {
+		if err := fl.Err(); err != nil {
 			return err
 		}
 		ok, err := cond()
@@ -315,11 +316,11 @@ func poll(ctx context.Context, fleet *Fleet, cond func() (bool, error)) error {
 }
 
 // pollSnap reads the namespace every 100ms until cond holds for a snapshot.
-func pollSnap(ctx context.Context, c client.Client, fleet *Fleet, ns string, cond func(Snapshot) bool) (Snapshot, error) {
-	var snap Snapshot
+func pollSnap(ctx context.Context, c client.Client, fl *fleet.Fleet, ns string, cond func(fleet.Snapshot) bool) (fleet.Snapshot, error) {
+	var snap fleet.Snapshot
 	var why error
-	err := poll(ctx, fleet, func() (bool, error) {
-		s, err := Read(ctx, c, fleet.Ring, ns)
+	err := poll(ctx, fl, func() (bool, error) {
+		s, err := fleet.Read(ctx, c, fl.Ring, ns)
 		if err != nil {
 			return false, err // the API may be busy; poll looks again
 		}
@@ -336,9 +337,9 @@ func pollSnap(ctx context.Context, c client.Client, fleet *Fleet, ns string, con
 	return snap, nil
 }
 
-func waitSettled(ctx context.Context, c client.Client, fleet *Fleet, ns string, members []string) (Snapshot, error) {
+func waitSettled(ctx context.Context, c client.Client, fl *fleet.Fleet, ns string, members []string) (fleet.Snapshot, error) {
 	var why string
-	snap, err := pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+	snap, err := pollSnap(ctx, c, fl, ns, func(s fleet.Snapshot) bool {
 		ok, msg := s.Settled(ns, members)
 		why = msg
 		return ok
@@ -349,9 +350,9 @@ func waitSettled(ctx context.Context, c client.Client, fleet *Fleet, ns string, 
 	return snap, nil
 }
 
-func waitReady(ctx context.Context, c client.Client, fleet *Fleet, ns string) (Snapshot, error) {
+func waitReady(ctx context.Context, c client.Client, fl *fleet.Fleet, ns string) (fleet.Snapshot, error) {
 	last := ""
-	return pollSnap(ctx, c, fleet, ns, func(s Snapshot) bool {
+	return pollSnap(ctx, c, fl, ns, func(s fleet.Snapshot) bool {
 		line := fmt.Sprintf("%d of %d WebApps Ready", len(s.Apps)-len(s.NotReady), len(s.Apps))
 		if line != last {
 			fmt.Println("  " + line)
@@ -361,7 +362,7 @@ func waitReady(ctx context.Context, c client.Client, fleet *Fleet, ns string) (S
 	})
 }
 
-func printAssignment(w io.Writer, s Snapshot, members []string) {
+func printAssignment(w io.Writer, s fleet.Snapshot, members []string) {
 	by := s.ByMember()
 	for _, m := range members {
 		fmt.Fprintf(w, "  %-10s %2d WebApps: %s\n", m, len(by[m]), strings.Join(by[m], " "))
@@ -372,7 +373,7 @@ func printAssignment(w io.Writer, s Snapshot, members []string) {
 }
 
 func printMembers(ctx context.Context, c client.Client, ring, ns, kubectl string) error {
-	ms, err := Members(ctx, c, ring, ns)
+	ms, err := fleet.Members(ctx, c, ring, ns)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@
 // Every scenario of every contender runs on a fresh control plane; with
 // --quick (or --chained) every contender gets one fresh control plane on
 // which the scenarios run as a lifecycle (converge, restart, churn, delete).
+// The sharding scenario (opkit only: three sharded replicas against one
+// unsharded, graceful and ungraceful hand-over) always gets its own.
 package main
 
 import (
@@ -42,7 +44,7 @@ func run() error {
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
 	workers := flag.Int("workers", 0, "override reconcile workers")
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,opkit")
-	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete")
+	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 
 	mode, s := "default", bench.Default()

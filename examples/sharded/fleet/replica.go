@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/sharding"
 )
 
@@ -62,6 +63,9 @@ type ReplicaOptions struct {
 	// leader-election Lease are released, so the WebApps move at once. Without
 	// it, stopping the replica is a crash as far as the others can tell.
 	ReleaseOnStop bool
+	// Concurrency is the webapp controller's MaxConcurrentReconciles (0: the
+	// controller's default).
+	Concurrency int
 }
 
 // Replica is one replica of the sharded webapp operator: what one pod of a
@@ -103,6 +107,9 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 			// this manager reads these types from the cache; whatever did would
 			// see only this shard's objects (use the API reader for others).
 			ByObject: shard.CacheByObject(append([]client.Object{&webappv1.WebApp{}}, children()...)...),
+			// opkit's recommended cache options (reconciler.CacheOptions):
+			// managedFields are not cached.
+			DefaultTransform: reconciler.CacheOptions().DefaultTransform,
 		},
 		LeaderElection:                true,
 		LeaderElectionID:              o.Ring + "-assigner",
@@ -150,7 +157,7 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 	// The builder's Shard option guards every reconcile with shard.Begin,
 	// labels the children, and registers the shard (Lease, drain
 	// acknowledgement) with the manager.
-	if err := controller.Setup(mgr, controller.Options{Registry: r.Registry, Observability: obs, Shard: shard}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: r.Registry, Observability: obs, Shard: shard, Concurrency: o.Concurrency}); err != nil {
 		return nil, fmt.Errorf("replica %s: %w", o.Member, err)
 	}
 	return r, nil
@@ -196,8 +203,8 @@ func (r *Replica) Elected() bool {
 	}
 }
 
-// FleetOptions configure [NewFleet].
-type FleetOptions struct {
+// Options configure [NewFleet].
+type Options struct {
 	Ring, Namespace string
 	// Replicas is how many replicas run (members "replica-0", "replica-1", …).
 	Replicas      int
@@ -218,7 +225,7 @@ type Fleet struct {
 }
 
 // NewFleet builds the replicas; [Fleet.Start] runs them.
-func NewFleet(cfg *rest.Config, o FleetOptions) (*Fleet, error) {
+func NewFleet(cfg *rest.Config, o Options) (*Fleet, error) {
 	f := &Fleet{Ring: o.Ring, Namespace: o.Namespace, LeaseDuration: o.LeaseDuration,
 		Detector: NewOverlapDetector(o.Hold), Moves: &MoveCounter{}}
 	for i := range o.Replicas {
