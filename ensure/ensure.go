@@ -85,6 +85,7 @@ type Ensurer struct {
 	observer       Observer
 	now            func() time.Time
 	crossNamespace bool
+	ownerIndex     bool
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache

@@ -214,55 +214,67 @@ func TestServerSideApplyRemovesFieldsNoLongerDeclared(t *testing.T) {
 }
 
 func TestPruneDeletesOnlyDroppedOwnChildren(t *testing.T) {
+	kinds := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}}
 	for _, s := range strategies {
-		t.Run(s.String(), func(t *testing.T) {
-			ns := env.Namespace(t)
-			ctx := testCtx(t)
-			h := newHarness(t, ns)
-			owner := newOwner(t, ns, "app")
-			other := newOwner(t, ns, "other-app")
-			e := h.ensurer(t, s, ensure.WithPrune(&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}))
-			dep, svc, cm := children("nginx:1.27")
-			if _, err := e.Ensure(ctx, owner, dep, svc, cm); err != nil {
-				t.Fatal(err)
-			}
-			// Another owner's child, same Ensurer: must survive owner's prune.
-			otherCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-config"}, Data: map[string]string{"x": "y"}}
-			if _, err := e.Ensure(ctx, other, otherCM); err != nil {
-				t.Fatal(err)
-			}
-			// An unrelated ConfigMap in the same namespace.
-			if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}); err != nil {
-				t.Fatal(err)
-			}
-			h.waitCached(t, inNS(ns, dep, svc, cm, otherCM)...)
+		for _, lookup := range []string{"label", "index"} {
+			t.Run(s.String()+"/"+lookup, func(t *testing.T) { testPrune(t, s, lookup == "index", kinds) })
+		}
+	}
+}
 
-			cs, err := e.Ensure(ctx, owner, dep, svc) // the ConfigMap is no longer desired
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Deleted)
-			if cs[2].Name != "web-config" || cs[2].GVK.Kind != "ConfigMap" {
-				t.Fatalf("pruned %v, want ConfigMap web-config", cs[2])
-			}
-			err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-config"}, &corev1.ConfigMap{})
-			if !apierrors.IsNotFound(err) {
-				t.Fatalf("pruned ConfigMap still exists (err %v)", err)
-			}
-			for _, name := range []string{"other-config", "unrelated", "app", "other-app"} {
-				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{}); err != nil {
-					t.Errorf("ConfigMap %s: %v", name, err)
-				}
-			}
-			// While the cache still lists the deleted object, no second delete.
-			h.counter.Reset()
-			if cs, err := e.Ensure(ctx, owner, dep, svc); err != nil || cs.Changed() {
-				t.Fatalf("second prune pass: %v, %v", cs, err)
-			}
-			if w := h.counter.Writes(); w != 0 {
-				t.Fatalf("second prune pass wrote %d:\n%s", w, h.counter)
-			}
-		})
+// testPrune: prune finds the dropped child by its owner label, or through
+// ensure.OwnerIndex.
+func testPrune(t *testing.T, s ensure.Strategy, indexed bool, kinds []client.Object) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	opts := []ensure.Option{ensure.WithPrune(kinds...)}
+	h := newHarness(t, ns)
+	if indexed {
+		h = newIndexedHarness(t, kinds, ns)
+		opts = append(opts, ensure.WithOwnerIndex())
+	}
+	owner := newOwner(t, ns, "app")
+	other := newOwner(t, ns, "other-app")
+	e := h.ensurer(t, s, opts...)
+	dep, svc, cm := children("nginx:1.27")
+	if _, err := e.Ensure(ctx, owner, dep, svc, cm); err != nil {
+		t.Fatal(err)
+	}
+	// Another owner's child, same Ensurer: must survive owner's prune.
+	otherCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-config"}, Data: map[string]string{"x": "y"}}
+	if _, err := e.Ensure(ctx, other, otherCM); err != nil {
+		t.Fatal(err)
+	}
+	// An unrelated ConfigMap in the same namespace.
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached(t, inNS(ns, dep, svc, cm, otherCM)...)
+
+	cs, err := e.Ensure(ctx, owner, dep, svc) // the ConfigMap is no longer desired
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Deleted)
+	if cs[2].Name != "web-config" || cs[2].GVK.Kind != "ConfigMap" {
+		t.Fatalf("pruned %v, want ConfigMap web-config", cs[2])
+	}
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-config"}, &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("pruned ConfigMap still exists (err %v)", err)
+	}
+	for _, name := range []string{"other-config", "unrelated", "app", "other-app"} {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("ConfigMap %s: %v", name, err)
+		}
+	}
+	// While the cache still lists the deleted object, no second delete.
+	h.counter.Reset()
+	if cs, err := e.Ensure(ctx, owner, dep, svc); err != nil || cs.Changed() {
+		t.Fatalf("second prune pass: %v, %v", cs, err)
+	}
+	if w := h.counter.Writes(); w != 0 {
+		t.Fatalf("second prune pass wrote %d:\n%s", w, h.counter)
 	}
 }
 

@@ -43,6 +43,13 @@ type harness struct {
 
 func newHarness(tb testing.TB, namespaces ...string) *harness {
 	tb.Helper()
+	return newIndexedHarness(tb, nil, namespaces...)
+}
+
+// newIndexedHarness is newHarness with ensure.OwnerIndex registered on the
+// cache for the indexed kinds before it starts.
+func newIndexedHarness(tb testing.TB, indexed []client.Object, namespaces ...string) *harness {
+	tb.Helper()
 	cfg, counter := testenv.CountRequests(env.Config)
 	opts := cache.Options{Scheme: env.Scheme}
 	if len(namespaces) > 0 {
@@ -56,6 +63,10 @@ func newHarness(tb testing.TB, namespaces ...string) *harness {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := ensure.IndexOwner(ctx, c, indexed...); err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -85,7 +85,8 @@ func WithCrossNamespace() Option { return func(e *Ensurer) { e.crossNamespace = 
 // carry this Ensurer's owner link for the owner but are not in the desired
 // set. Pass one object per kind, e.g. &appsv1.Deployment{} (or an
 // *unstructured.Unstructured with its GVK set). Objects are found by label in
-// the cache, so the kinds' informers (the client's cache) must include them.
+// the cache (through [OwnerIndex] with [WithOwnerIndex]), so the kinds'
+// informers (the client's cache) must include them.
 func WithPrune(kinds ...client.Object) Option {
 	return func(e *Ensurer) { e.pruneProtos = append(e.pruneProtos, kinds...) }
 }

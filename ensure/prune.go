@@ -23,7 +23,11 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 	var cs ChangeSet
 	for _, gvk := range e.prune {
 		list := e.listFor(gvk)
-		err := e.c.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel})
+		var sel client.ListOption = client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}
+		if e.ownerIndex {
+			sel = client.MatchingFields{OwnerIndex: string(oi.uid)}
+		}
+		err := e.c.List(ctx, list, sel)
 		if err != nil {
 			return cs, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
 		}
@@ -38,8 +42,9 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 		}
 		for _, obj := range items {
 			key := objectKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
-			// The selector already matched; re-checking guards against a
-			// reader that ignores label selectors.
+			// The selector (or the index, which knows only the owner's UID)
+			// already matched; the labels are checked again for the manager
+			// and against a reader that ignores label selectors.
 			if keep[key] || obj.GetDeletionTimestamp() != nil ||
 				obj.GetLabels()[LabelOwnerUID] != string(oi.uid) || obj.GetLabels()[LabelManager] != e.managerLabel ||
 				e.recentlyDeleted(obj.GetUID()) {

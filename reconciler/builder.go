@@ -56,7 +56,9 @@ func For[T client.Object](mgr manager.Manager, name string, newObject func() T) 
 
 // Owns watches child types: any change to a child controlled by a T (ownerReference,
 // or ensure's owner label for cluster-scoped and cross-namespace children)
-// reconciles that T. Pruning covers these types.
+// reconciles that T. Pruning covers these types; Build registers
+// ensure.OwnerIndex for them on the manager's cache, so an owner's children
+// are found by an index lookup.
 func (b *Builder[T]) Owns(objs ...client.Object) *Builder[T] {
 	b.owns = append(b.owns, objs...)
 	return b
@@ -177,7 +179,12 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if b.desired != nil || b.machine != nil {
 		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader())}
 		if len(b.owns) > 0 {
-			opts = append(opts, ensure.WithPrune(b.owns...))
+			// Prune looks children up in the cache's owner index, not by a
+			// label scan over every cached object of the kind.
+			if err := ensure.IndexOwner(context.Background(), b.mgr.GetFieldIndexer(), b.owns...); err != nil {
+				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+			opts = append(opts, ensure.WithPrune(b.owns...), ensure.WithOwnerIndex())
 		}
 		if r.metrics != nil {
 			opts = append(opts, ensure.WithObserver(ensureObserver{metrics: r.metrics, controller: b.name}))

@@ -221,6 +221,9 @@ func (a *Assigner) Start(ctx context.Context) error {
 		DefaultNamespaces: defaultNS,
 		Scheme:            a.mgr.GetScheme(),
 		Mapper:            a.mgr.GetRESTMapper(),
+		// The assigner reads labels and owner references only; managedFields
+		// are most of a metadata-only object's size.
+		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {
 				Namespaces: map[string]cache.Config{a.leaseNamespace: {}},

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ func run() error {
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
 	workers := flag.Int("workers", 0, "override reconcile workers")
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,opkit")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 
@@ -68,6 +70,19 @@ func run() error {
 		s.Workers = *workers
 	}
 	ctrl.SetLogger(logr.Discard())
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	t0 := time.Now()
