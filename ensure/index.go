@@ -9,14 +9,31 @@ import (
 )
 
 // OwnerIndex is the name of the cache field index [IndexOwner] registers:
-// each object of an indexed kind is indexed under the value of its
-// [LabelOwnerUID] label (objects without the label are not indexed).
-const OwnerIndex = "ensure.opkit.dev/owner-uid"
+// each object of an indexed kind that carries [LabelOwnerUID] is indexed
+// under [OwnerBucket] of that label's value (objects without the label are
+// not indexed). A bucket holds the children of about 1/256 of the owners;
+// prune checks each candidate's labels in full.
+const OwnerIndex = "ensure.opkit.dev/owner-uid-bucket"
+
+// ownerBucketLen is how many leading characters of an owner UID name its
+// bucket: 256 buckets of hexadecimal UIDs. An index entry per owner would
+// cost a set per owner and namespace (about 0.5 KiB per child object, 2 MiB
+// per 1,000 three-child owners); buckets cost a slot per child in one of at
+// most 256 sets, and a lookup returns about 1/256 of the kind's children.
+const ownerBucketLen = 2
+
+// OwnerBucket is the [OwnerIndex] value of children of the owner with uid.
+func OwnerBucket(uid string) string {
+	if len(uid) > ownerBucketLen {
+		return uid[:ownerBucketLen]
+	}
+	return uid
+}
 
 // IndexOwner registers [OwnerIndex] for each kind on indexer — the cache the
 // Ensurer's client reads, e.g. manager.GetFieldIndexer() — and must run
-// before that cache starts. With [WithOwnerIndex], prune then finds an
-// owner's children by a lookup in the index instead of matching a label
+// before that cache starts. With [WithOwnerIndex], prune then looks an
+// owner's children up in the index (its bucket) instead of matching a label
 // selector against every cached object of the kind, which costs time in
 // proportion to all objects of the kind on every Ensure: with thousands of
 // owners that scan dominated reconcile CPU. Registering a kind twice on the
@@ -36,7 +53,7 @@ func IndexOwner(ctx context.Context, indexer client.FieldIndexer, kinds ...clien
 
 func ownerUIDOf(obj client.Object) []string {
 	if uid := obj.GetLabels()[LabelOwnerUID]; uid != "" {
-		return []string{uid}
+		return []string{OwnerBucket(uid)}
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 		list := e.listFor(gvk)
 		var sel client.ListOption = client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}
 		if e.ownerIndex {
-			sel = client.MatchingFields{OwnerIndex: string(oi.uid)}
+			sel = client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))}
 		}
 		err := e.c.List(ctx, list, sel)
 		if err != nil {
@@ -42,9 +42,9 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 		}
 		for _, obj := range items {
 			key := objectKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
-			// The selector (or the index, which knows only the owner's UID)
-			// already matched; the labels are checked again for the manager
-			// and against a reader that ignores label selectors.
+			// The selector already matched, or the index found the owner's
+			// bucket; the labels are checked in full (owner, manager), also
+			// against a reader that ignores label selectors.
 			if keep[key] || obj.GetDeletionTimestamp() != nil ||
 				obj.GetLabels()[LabelOwnerUID] != string(oi.uid) || obj.GetLabels()[LabelManager] != e.managerLabel ||
 				e.recentlyDeleted(obj.GetUID()) {
