@@ -96,3 +96,39 @@ func fakeClient(objs ...client.Object) client.Client {
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	return fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(objs...).Build()
 }
+
+// builderIndexer registers indexes on a fake client builder; with a manager,
+// pass mgr.GetFieldIndexer() instead.
+type builderIndexer struct{ b *fake.ClientBuilder }
+
+func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, extract)
+	return nil
+}
+
+// IndexOwner and WithOwnerIndex: prune looks the owner's children up in the
+// cache index instead of scanning every cached ConfigMap.
+func ExampleIndexOwner() {
+	ctx := context.Background()
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "webapp", UID: "6f1c0a2e"}}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	b := fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(owner)
+	if err := ensure.IndexOwner(ctx, builderIndexer{b}, &corev1.ConfigMap{}); err != nil {
+		panic(err)
+	}
+	e, err := ensure.New(b.Build(), "webapp-operator", ensure.WithPrune(&corev1.ConfigMap{}), ensure.WithOwnerIndex())
+	if err != nil {
+		panic(err)
+	}
+	config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "webapp-config"}}
+	if _, err := e.Ensure(ctx, owner, config); err != nil {
+		panic(err)
+	}
+	changes, err := e.Ensure(ctx, owner) // nothing desired any more
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(changes, ensure.OwnerBucket(string(owner.UID)))
+	// Output: ConfigMap shop/webapp-config Deleted 6f
+}
