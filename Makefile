@@ -66,7 +66,7 @@ verify-generated: generate ## fail when generated files are not up to date
 
 # bench is also a directory: without .PHONY make would call it up to date.
 .PHONY: bench bench-quick
-bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs opkit webapp (< 15 min); report in out/bench
+bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs opkit webapp, plus opkit sharding (< 15 min); report in out/bench
 	@dir=$$($(ASSETS_CMD)); KUBEBUILDER_ASSETS="$$dir" $(GO) run ./bench/cmd/opkit-bench --out out/bench $(BENCH_FLAGS)
 
 bench-quick: ## the same benchmark with small numbers (< 3 min), a smoke run; report in out/bench-quick
