@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit/opkit/internal/jsonfield"
 )
 
 // Accessor is implemented by objects whose conditions do not live in a
@@ -111,28 +112,6 @@ var conditionSliceType = reflect.TypeFor[[]metav1.Condition]()
 // concurrent reconcilers.
 var layouts sync.Map
 
-func jsonName(f reflect.StructField) string {
-	tag, ok := f.Tag.Lookup("json")
-	if !ok {
-		return f.Name
-	}
-	name, _, _ := strings.Cut(tag, ",")
-	if name == "" {
-		return f.Name
-	}
-	return name
-}
-
-func fieldByJSON(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.IsExported() && jsonName(f) == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
 func layoutOf(t reflect.Type) *layout {
 	if l, ok := layouts.Load(t); ok {
 		return l.(*layout)
@@ -148,7 +127,7 @@ func computeLayout(t reflect.Type) *layout {
 		l.err = fmt.Errorf("%v is not a pointer to a struct", t)
 		return l
 	}
-	sf, ok := fieldByJSON(t.Elem(), "status")
+	sf, ok := jsonfield.ByName(t.Elem(), "status")
 	if !ok || len(sf.Index) != 1 {
 		l.err = fmt.Errorf("%v has no status field", t)
 		return l
@@ -162,14 +141,14 @@ func computeLayout(t reflect.Type) *layout {
 		return l
 	}
 	l.status = sf.Index[0]
-	if cf, ok := fieldByJSON(st, "conditions"); ok {
+	if cf, ok := jsonfield.ByName(st, "conditions"); ok {
 		if cf.Type == conditionSliceType {
 			l.conditions = cf.Index[0]
 		} else {
 			l.foreign = true
 		}
 	}
-	if of, ok := fieldByJSON(st, "observedGeneration"); ok && of.Type.Kind() == reflect.Int64 {
+	if of, ok := jsonfield.ByName(st, "observedGeneration"); ok && of.Type.Kind() == reflect.Int64 {
 		l.observedGen = of.Index[0]
 	}
 	if l.conditions < 0 && !l.foreign {

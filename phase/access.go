@@ -3,13 +3,14 @@ package phase
 import (
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit/opkit/internal/jsonfield"
 )
 
 // Accessor is implemented by objects that keep their phase somewhere other
@@ -45,28 +46,6 @@ var timeType = reflect.TypeFor[metav1.Time]()
 // are usually generic over a concrete pointer type, so it holds one entry.
 type layoutCache struct{ m sync.Map }
 
-func jsonName(f reflect.StructField) string {
-	tag, ok := f.Tag.Lookup("json")
-	if !ok {
-		return f.Name
-	}
-	name, _, _ := strings.Cut(tag, ",")
-	if name == "" {
-		return f.Name
-	}
-	return name
-}
-
-func fieldByJSON(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.IsExported() && jsonName(f) == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
 func (c *layoutCache) of(t reflect.Type, phaseField, timeField string) *layout {
 	if l, ok := c.m.Load(t); ok {
 		return l.(*layout)
@@ -84,7 +63,7 @@ func computeLayout(t reflect.Type, phaseField, timeField string) *layout {
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
 		return fail("not a pointer to a struct")
 	}
-	sf, ok := fieldByJSON(t.Elem(), "status")
+	sf, ok := jsonfield.ByName(t.Elem(), "status")
 	if !ok {
 		return fail("no status field")
 	}
@@ -96,12 +75,12 @@ func computeLayout(t reflect.Type, phaseField, timeField string) *layout {
 		return fail("status is %v, not a struct", sf.Type)
 	}
 	l.status = sf.Index[0]
-	pf, ok := fieldByJSON(st, phaseField)
+	pf, ok := jsonfield.ByName(st, phaseField)
 	if !ok || pf.Type.Kind() != reflect.String {
 		return fail("status has no string field with JSON name %q", phaseField)
 	}
 	l.phase = pf.Index[0]
-	tf, ok := fieldByJSON(st, timeField)
+	tf, ok := jsonfield.ByName(st, timeField)
 	switch {
 	case ok && tf.Type == timeType:
 	case ok && tf.Type.Kind() == reflect.Pointer && tf.Type.Elem() == timeType:
