@@ -68,17 +68,7 @@ func testCtx(t *testing.T) context.Context {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(t, 50*time.Millisecond, timeout, what, cond)
 }
 
 // record is what one reconcile did.

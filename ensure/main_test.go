@@ -122,19 +122,10 @@ func (h *harness) waitCached(tb testing.TB, objs ...client.Object) {
 	}
 }
 
+// eventually polls cond with testenv.WaitForEvery (every 20ms).
 func eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	tb.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(tb, 20*time.Millisecond, timeout, what, cond)
 }
 
 func newOwner(tb testing.TB, ns, name string) *corev1.ConfigMap {

@@ -33,19 +33,10 @@ func testCtx(t testing.TB) context.Context {
 	return c
 }
 
+// eventually polls cond with testenv.WaitForEvery (every 50ms).
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(t, 50*time.Millisecond, timeout, what, cond)
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/phase"
+	"github.com/opkit/opkit/testenv"
 )
 
 // controller-runtime's manager.GetEventRecorder result must be accepted as is.
@@ -142,19 +143,10 @@ func startManager(t *testing.T, ns string, cnt *counters) (stop func()) {
 	return stop
 }
 
+// eventually polls cond with testenv.WaitForEvery (every 50ms).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(t, 50*time.Millisecond, timeout, what, cond)
 }
 
 func getPipeline(ctx context.Context, t *testing.T, key types.NamespacedName) *Pipeline {

@@ -81,19 +81,10 @@ func startManager(t *testing.T, ns string, setup func(mgr manager.Manager, obs *
 	return requests
 }
 
+// waitFor polls cond with testenv.WaitForEvery (every 50ms).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		if ok, err := cond(); ok {
-			return
-		} else if err != nil {
-			lastErr = err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(t, 50*time.Millisecond, timeout, what, cond)
 }
 
 func get(t *testing.T, g *Gadget) func() error {

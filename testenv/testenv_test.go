@@ -32,19 +32,10 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
+// eventually polls cond with testenv.WaitFor (every 100ms).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitFor(t, timeout, what, cond)
 }
 
 func widget(ns, name string, size int64) *unstructured.Unstructured {

@@ -45,15 +45,5 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // waitFor polls cond every 100ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitFor(t, timeout, what, cond)
 }

@@ -40,28 +40,17 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// WaitFor calls cond every 100ms until it returns true, and fails the test
-// when it has not after timeout, with what and cond's last error. cond's
-// error does not end the wait: it may be a state not reached yet.
+// WaitFor is testenv.WaitFor: cond every 100ms until it returns true, the
+// test failed with what and cond's last error after timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	WaitForEvery(t, 100*time.Millisecond, timeout, what, cond)
+	testenv.WaitFor(t, timeout, what, cond)
 }
 
-// WaitForEvery is [WaitFor] polling every interval instead of every 100ms.
+// WaitForEvery is testenv.WaitForEvery: [WaitFor] polling every interval.
 func WaitForEvery(t testing.TB, interval, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(interval)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
+	testenv.WaitForEvery(t, interval, timeout, what, cond)
 }
 
 // Manager is a manager for one test's operator.
