@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,7 +168,6 @@ func shardFleet(ctx context.Context, o Options, cl *cluster, res *ShardingResult
 		}
 		f.Replicas = append(f.Replicas, rep)
 	}
-	runtime.GC()
 	// Helpers' caches stay out of the heap figures; the WebApps are converged
 	// and nothing in the hand-overs needs the Deployment stub.
 	cl.stopHelpers()
@@ -329,20 +329,10 @@ func waitHandedTo(ctx context.Context, cl *cluster, f *fleet.Fleet, members, nam
 	return snap, nil
 }
 
+// pollUntil calls cond every 250ms (at once first) until it returns true or
+// an error, or timeout passes.
 func pollUntil(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not within %s", timeout)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond() })
 }
 
 // isLease reports whether k is a Lease request: member and leader-election
