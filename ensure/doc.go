@@ -10,22 +10,38 @@
 //     dry-run and no live GET, also when the API server defaulted fields the
 //     declaration leaves out (Deployment strategy, revisionHistoryLimit;
 //     Service clusterIP, ipFamilies; container imagePullPolicy…): the
-//     declaration is compared as a subset of the cached object, lists of
-//     objects by their merge key (containers and env by name, ports by
-//     number, ownerReferences by uid). With [ServerSideApply] the field
-//     owner's managedFields are also checked, so a field it applied and no
-//     longer declares triggers the apply that removes it.
+//     declaration is compared as a subset of the cached object, items of
+//     keyed lists by the keys the kind's schema gives them (containers and
+//     env by name, container ports by number and protocol, ownerReferences by
+//     uid), atomic lists whole and in order. The record of declared fields
+//     (below) is part of the declaration, so a dropped field is a difference
+//     the cached object shows; with [ServerSideApply] the field owner's
+//     managedFields, when cached, are checked as well.
+//   - Declared state is the whole truth, with either strategy and by default:
+//     a field, map key or list item the operator declared and no longer
+//     declares is removed on the next Ensure — a config key, an env var, a
+//     port, a volume, a sidecar. Every child carries [AnnotationDeclared],
+//     the set of fields its last write declared (field paths only, no
+//     values); what it lists and the new declaration lacks is what goes.
+//     [MergePatch] sends a null for such a map key and the list without such
+//     an item; [ServerSideApply] applies, and the API server drops what the
+//     field owner stopped applying.
 //   - Never clobbers what it does not own: labels and annotations users add,
 //     fields other field managers own (an HPA's spec.replicas when the
-//     declaration leaves replicas unset), any status. [MergePatch] sends only
-//     changed declared fields and never a null; [ServerSideApply] applies only
-//     the declaration.
+//     declaration leaves replicas unset), items others added to keyed lists
+//     (an injected env var or sidecar), server defaults, any status. A field
+//     is removed only if the operator's own record lists it; a field never
+//     declared is never sent.
 //   - Owner-safe. Every child carries [LabelOwnerUID], [LabelManager] and
 //     [AnnotationOwner]; children in the owner's namespace (or of a
 //     cluster-scoped owner) also get a controller ownerReference, so the
 //     garbage collector deletes them with the owner. An existing object linked
 //     to another owner, or to none, is refused with a terminal [ErrNotOwned]
-//     naming its owner, unless [WithAdoption] allows taking it.
+//     (not terminal: re-checked every [NotOwnedRecheck], since whoever fixes
+//     it deletes or renames the other object, which changes nothing on the
+//     owner) whose message says what is in the way and what to do, unless
+//     [WithAdoption] allows taking it. A person hands an orphan over by
+//     labelling it with [LabelOwnerUID] set to the owner's UID.
 //   - Prunes only its own. With [WithPrune], objects of the named kinds that
 //     carry this owner's and this Ensurer's link but are no longer desired are
 //     deleted, found by label selector in the cache (no LIST request), each
@@ -36,11 +52,15 @@
 //     its cache sees them, so a stale cache neither re-creates nor errors; a
 //     create answered AlreadyExists is read once past the cache and treated
 //     as existing, never returned as an error.
-//   - Classified errors. Bad declarations (no name, a disallowed namespace, an
-//     unknown kind, a 422 from the API server) are terminal [ErrInvalid];
-//     immutable-field changes are terminal [ErrImmutable] unless
-//     [WithRecreateOnImmutable]. All are wrapped with reconcile.TerminalError
-//     and name the object. Anything else (conflicts, timeouts) is returned
+//   - Classified errors, through github.com/opkit/opkit/outcome. Bad
+//     declarations (no name, a disallowed namespace, an unknown kind, a 422
+//     from the API server) are terminal [ErrInvalid] (reason
+//     [ReasonInvalidChild]); immutable-field changes are terminal
+//     [ErrImmutable] (reason [ReasonImmutableField]) unless
+//     [WithRecreateOnImmutable]; [ErrNotOwned] is DependencyNotReady (reason
+//     [ReasonNotOwned]). Terminal ones wrap reconcile.TerminalError. Each
+//     message names the object once, says what is wrong and, where a person
+//     can fix it, how. Anything else (conflicts, timeouts) is returned
 //     plainly for the controller to retry.
 //   - Migration from client-side management: [WithMigrateFrom] folds earlier
 //     Update ownership into the apply manager (k8s.io/client-go/util/csaupgrade)
@@ -73,12 +93,31 @@
 //
 // # Strategies
 //
-// [MergePatch] needs nothing from the cache but the object; it cannot remove a
-// field (a declaration that stops setting one leaves it as it was) and
-// replaces lists whole under an optimistic lock. [ServerSideApply] removes what
-// the field owner stops declaring and shares lists with other managers; it
-// needs managedFields in the cache (the default). Both send one write per
-// changed object. The cost of a change is one request, plus one uncached GET
-// before a server-side create, one JSON patch once per object migrated, and
-// one patch when adopting from another controller.
+// Both strategies need nothing from the cache but the object: the record
+// travels on it, so a cache that strips managedFields (as
+// reconciler.CacheOptions does) loses nothing. [MergePatch] (the default)
+// computes on the client what an apply would leave — the live object, minus
+// the recorded fields no longer declared, with the declaration laid over it —
+// and sends the difference: changed fields, a null per removed map key, and
+// each changed list whole (keyed lists keep others' items) under an
+// optimistic lock. It cannot tell that another actor took over a field the
+// operator stops declaring (an HPA's replicas after the operator set them):
+// the field is removed, and the other actor sets it again. [ServerSideApply]
+// leaves such a field to its co-owner, because the API server tracks
+// ownership; it shares keyed lists with other managers natively.
+//
+// Each changed object costs one write. Extra requests: one uncached GET
+// before a server-side create; with ServerSideApply, when a field is to be
+// removed and the cache strips managedFields, one uncached GET to see whether
+// ownership must be migrated first, and one JSON patch per object migrated;
+// one patch when adopting from another controller; and, the first time an
+// Ensurer writes a child that predates the record, one write to add it.
+//
+// # Schemas
+//
+// Which lists are keyed, by which fields, and which are sets or atomic comes
+// from the kind's schema, never from field names: client-go's compiled-in
+// schema for the kinds it knows (no request), the API server's OpenAPI v3
+// document for custom resources when [WithOpenAPI] is given (read once per
+// group-version). Without it a custom resource's lists are treated as atomic.
 package ensure

@@ -25,6 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/opkit/opkit/outcome"
 )
 
 // Labels and annotations ensure writes on every child it creates or adopts.
@@ -46,20 +49,67 @@ const (
 )
 
 // Errors, matched with errors.Is. Every error ensure returns names the object
-// (GVK and namespace/name). The ones below are also wrapped with
-// reconcile.TerminalError: retrying the same declaration cannot succeed.
+// (Kind and namespace/name). The errors below carry an outcome class and a
+// reason (github.com/opkit/opkit/outcome), so a status condition shows the
+// reason and a message written for whoever runs kubectl: one statement of the
+// problem and what to do, without the sentinel's own text.
 var (
 	// ErrInvalid: the declaration cannot be written as given (no name, a
 	// generateName, a namespace the Ensurer does not allow, a kind the scheme
-	// does not know, a duplicate, or a 422 Invalid answer from the API server).
+	// does not know, a duplicate, a field the kind's schema does not have, or
+	// a 422 Invalid answer from the API server). Terminal, reason
+	// [ReasonInvalidChild]: retrying the same declaration cannot succeed.
 	ErrInvalid = errors.New("invalid desired object")
 	// ErrNotOwned: an object exists at the desired name and is linked to
 	// another owner (or to none), and the adoption policy forbids taking it.
+	// Not terminal: outcome.DependencyNotReady with reason [ReasonNotOwned],
+	// checked again after [NotOwnedRecheck]. The fix — deleting or renaming
+	// the existing object, or handing it over — happens outside the owner and
+	// bumps no generation of it, so a terminal error would stall the owner
+	// for good; the re-check reads only the cache, so waiting costs no request.
 	ErrNotOwned = errors.New("object exists and is not owned by this owner")
 	// ErrImmutable: the API server rejected the change because it touches an
-	// immutable field, and [WithRecreateOnImmutable] is not set.
+	// immutable field, and [WithRecreateOnImmutable] is not set. Terminal,
+	// reason [ReasonImmutableField].
 	ErrImmutable = errors.New("declared change touches an immutable field")
 )
+
+// Condition reasons of ensure's errors (outcome.Classify returns them).
+const (
+	// ReasonNotOwned is [ErrNotOwned]'s reason.
+	ReasonNotOwned = "NotOwned"
+	// ReasonInvalidChild is [ErrInvalid]'s reason.
+	ReasonInvalidChild = "InvalidChild"
+	// ReasonImmutableField is [ErrImmutable]'s reason.
+	ReasonImmutableField = "ImmutableField"
+)
+
+// NotOwnedRecheck is how long an owner blocked by [ErrNotOwned] waits before
+// ensure looks at the existing object again.
+const NotOwnedRecheck = 30 * time.Second
+
+// childError is an error with a message of its own that still matches its
+// sentinel (and cause) with errors.Is and errors.As.
+type childError struct {
+	msg  string
+	errs []error
+}
+
+func (e *childError) Error() string   { return e.msg }
+func (e *childError) Unwrap() []error { return e.errs }
+
+func newChildError(msg string, sentinel, cause error) error {
+	errs := []error{sentinel}
+	if cause != nil {
+		errs = append(errs, cause)
+	}
+	return &childError{msg: msg, errs: errs}
+}
+
+// invalid is a terminal ErrInvalid with message msg and an optional cause.
+func invalid(cause error, format string, args ...any) error {
+	return outcome.Terminal(ReasonInvalidChild, newChildError(fmt.Sprintf(format, args...), ErrInvalid, cause))
+}
 
 // recentTTL bounds how long an object this Ensurer created (or read past the
 // cache after AlreadyExists) stands in for a cache
@@ -86,6 +136,7 @@ type Ensurer struct {
 	now            func() time.Time
 	crossNamespace bool
 	ownerIndex     bool
+	schemas        schemas
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -147,19 +198,20 @@ type ownerInfo struct {
 	namespace  string
 	name       string
 	annotation string
+	display    string // "Kind namespace/name", for messages
 }
 
 func (e *Ensurer) ownerOf(owner client.Object) (ownerInfo, error) {
 	if owner == nil {
-		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: nil owner: %w", ErrInvalid))
+		return ownerInfo{}, invalid(nil, "nil owner")
 	}
 	gvk, err := apiutil.GVKForObject(owner, e.scheme)
 	if err != nil {
-		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: owner %s: %w: %w", owner.GetName(), ErrInvalid, err))
+		return ownerInfo{}, invalid(err, "owner %s: kind not known to the scheme: %v", owner.GetName(), err)
 	}
 	if owner.GetUID() == "" {
-		return ownerInfo{}, reconcile.TerminalError(fmt.Errorf("ensure: owner %s %s/%s has no UID (read it from the API first): %w",
-			gvk.Kind, owner.GetNamespace(), owner.GetName(), ErrInvalid))
+		return ownerInfo{}, invalid(nil, "owner %s %s/%s has no UID (read it from the API first)",
+			gvk.Kind, owner.GetNamespace(), owner.GetName())
 	}
 	oi := ownerInfo{gvk: gvk, uid: owner.GetUID(), namespace: owner.GetNamespace(), name: owner.GetName()}
 	kind := gvk.Kind
@@ -168,8 +220,10 @@ func (e *Ensurer) ownerOf(owner client.Object) (ownerInfo, error) {
 	}
 	if oi.namespace != "" {
 		oi.annotation = kind + " " + oi.namespace + "/" + oi.name
+		oi.display = gvk.Kind + " " + oi.namespace + "/" + oi.name
 	} else {
 		oi.annotation = kind + " " + oi.name
+		oi.display = gvk.Kind + " " + oi.name
 	}
 	return oi, nil
 }
@@ -193,14 +247,15 @@ func (e *Ensurer) Ensure(ctx context.Context, owner client.Object, desired ...cl
 			return cs, err
 		}
 		if keep[t.key] {
-			return cs, reconcile.TerminalError(fmt.Errorf("ensure: %s declared twice: %w", t, ErrInvalid))
+			return cs, invalid(nil, "%s declared twice", t)
 		}
 		keep[t.key] = true
 		decl, err := declared(d)
 		if err != nil {
-			return cs, reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrInvalid, err))
+			return cs, invalid(err, "%s: %v", t, err)
 		}
 		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
+		t.record = true
 		t.proto = e.emptyLike(d, t.key.gvk)
 		ch, _, err := e.ensure(ctx, oi, t, e.strategy)
 		if ch.Action != "" {
@@ -229,7 +284,10 @@ func (e *Ensurer) Ensure(ctx context.Context, owner client.Object, desired ...cl
 // afterwards. mutate must not change the name or namespace, and must be
 // idempotent: when a create meets AlreadyExists (a stale cache) it runs again
 // on the live object. It always uses
-// [MergePatch], whatever the Ensurer's strategy, and never prunes.
+// [MergePatch], whatever the Ensurer's strategy, never prunes, and keeps no
+// record ([AnnotationDeclared]): the mutate function sees the whole live
+// object, so what it "declares" is everything, and a field it stops setting is
+// left as it is.
 func (e *Ensurer) CreateOrPatch(ctx context.Context, owner, obj client.Object, mutate func() error) (Change, error) {
 	oi, err := e.ownerOf(owner)
 	if err != nil {
@@ -251,7 +309,7 @@ func (e *Ensurer) CreateOrPatch(ctx context.Context, owner, obj client.Object, m
 			return nil, err
 		}
 		if obj.GetName() != t.key.name || obj.GetNamespace() != t.key.namespace {
-			return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: mutate changed the name or namespace: %w", t, ErrInvalid))
+			return nil, invalid(nil, "%s: mutate changed the name or namespace", t)
 		}
 		return declared(obj)
 	}
@@ -285,6 +343,11 @@ type target struct {
 	proto     client.Object
 	declare   func(live map[string]any) (map[string]any, error)
 	ownerInfo ownerInfo
+	// record keeps AnnotationDeclared: what the declaration sets is the
+	// whole truth, and what it stops setting is removed (Ensure, not
+	// CreateOrPatch).
+	record bool
+	shape  shape
 }
 
 func (t *target) String() string {
@@ -305,15 +368,14 @@ func (t *target) change(a Action) Change {
 // target validates d's identity and placement.
 func (e *Ensurer) target(oi ownerInfo, d client.Object) (*target, error) {
 	if d == nil {
-		return nil, reconcile.TerminalError(fmt.Errorf("ensure: nil desired object: %w", ErrInvalid))
+		return nil, invalid(nil, "nil desired object")
 	}
 	gvk, err := apiutil.GVKForObject(d, e.scheme)
 	if err != nil || gvk.Kind == "" || gvk.Version == "" {
 		if err == nil {
 			err = errors.New("no kind or version")
 		}
-		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %T %s/%s: kind not known to the scheme: %w: %w",
-			d, d.GetNamespace(), d.GetName(), ErrInvalid, err))
+		return nil, invalid(err, "%T %s/%s: kind not known to the scheme: %v", d, d.GetNamespace(), d.GetName(), err)
 	}
 	t := &target{key: objectKey{gvk: gvk, namespace: d.GetNamespace(), name: d.GetName()}, ownerInfo: oi}
 	if t.key.name == "" {
@@ -321,27 +383,27 @@ func (e *Ensurer) target(oi ownerInfo, d client.Object) (*target, error) {
 		if d.GetGenerateName() != "" {
 			msg = "generateName is not supported (a child needs a stable name)"
 		}
-		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: %s: %w", t, msg, ErrInvalid))
+		return nil, invalid(nil, "%s: %s", t, msg)
 	}
 	namespaced, err := e.c.IsObjectNamespaced(d)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			// The CRD may not be installed yet; a retry can succeed.
-			return nil, fmt.Errorf("ensure: %s: kind not served by the API server: %w", t, err)
+			return nil, fmt.Errorf("%s: kind not served by the API server: %w", t, err)
 		}
-		return nil, fmt.Errorf("ensure: %s: %w", t, err)
+		return nil, fmt.Errorf("%s: %w", t, err)
 	}
 	switch {
 	case !namespaced && t.key.namespace != "":
-		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: kind is cluster-scoped but a namespace is set: %w", t, ErrInvalid))
+		return nil, invalid(nil, "%s: kind is cluster-scoped but a namespace is set", t)
 	case namespaced && t.key.namespace == "":
 		if oi.namespace == "" {
-			return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: namespaced child of a cluster-scoped owner needs a namespace: %w", t, ErrInvalid))
+			return nil, invalid(nil, "%s: namespaced child of a cluster-scoped owner needs a namespace", t)
 		}
 		t.key.namespace = oi.namespace
 	case namespaced && oi.namespace != "" && t.key.namespace != oi.namespace && !e.crossNamespace:
-		return nil, reconcile.TerminalError(fmt.Errorf("ensure: %s: namespace differs from the owner's (%s) and cross-namespace children are not enabled (WithCrossNamespace): %w",
-			t, oi.namespace, ErrInvalid))
+		return nil, invalid(nil, "%s: namespace differs from the owner's (%s) and this operator does not enable cross-namespace children",
+			t, oi.namespace)
 	}
 	// ownerReferences work within a namespace and from a cluster-scoped owner.
 	t.ownerRef = oi.namespace == "" || (namespaced && t.key.namespace == oi.namespace)
@@ -387,6 +449,7 @@ func (e *Ensurer) link(t *target, decl map[string]any) map[string]any {
 		annotations = map[string]any{}
 	}
 	annotations[AnnotationOwner] = t.ownerInfo.annotation
+	delete(annotations, AnnotationDeclared) // ensure's own, set by declare
 	md["annotations"] = annotations
 
 	refs, _ := md["ownerReferences"].([]any)
@@ -415,19 +478,45 @@ func (e *Ensurer) link(t *target, decl map[string]any) map[string]any {
 	return decl
 }
 
+// declaration returns the object to write: the declaration, linked to the
+// owner and, for Ensure, carrying its record (AnnotationDeclared); set is
+// the recorded field set (nil without a record).
+func (e *Ensurer) declaration(t *target, live map[string]any) (decl map[string]any, set *fieldpath.Set, err error) {
+	decl, err = t.declare(live)
+	if err != nil {
+		return nil, nil, err
+	}
+	decl = e.link(t, decl)
+	if !t.record {
+		return decl, nil, nil
+	}
+	set = fieldSet(decl, t.shape).Difference(fieldSet(e.link(t, map[string]any{}), t.shape))
+	rec, err := set.ToJSON()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: record declared fields: %w", t, err)
+	}
+	md := decl["metadata"].(map[string]any)
+	md["annotations"].(map[string]any)[AnnotationDeclared] = string(rec)
+	return decl, set, nil
+}
+
 // ensure brings one object to its declaration and returns the live object
 // as last seen.
 func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy Strategy) (Change, map[string]any, error) {
+	sh, err := e.schemas.shapeOf(t.key.gvk)
+	if err != nil {
+		return Change{}, nil, fmt.Errorf("%s: schema of the kind: %w", t, err)
+	}
+	t.shape = sh
 	live, err := e.cached(ctx, t)
 	if err != nil {
 		return Change{}, nil, err
 	}
 	if live == nil {
-		decl, err := t.declare(nil)
+		decl, _, err := e.declaration(t, nil)
 		if err != nil {
 			return Change{}, nil, err
 		}
-		decl = e.link(t, decl)
 		created, existing, err := e.create(ctx, t, decl, strategy)
 		if err != nil || created != nil {
 			return t.change(Created), created, err
@@ -436,13 +525,13 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	}
 	u := &unstructured.Unstructured{Object: live}
 	if u.GetDeletionTimestamp() != nil {
-		return Change{}, live, fmt.Errorf("ensure: %s is being deleted; it is created again once it is gone", t)
+		return Change{}, live, fmt.Errorf("%s is being deleted; it is created again once it is gone", t)
 	}
 	adopted := false
 	switch state, who := e.ownership(u, oi); state {
 	case foreign:
 		if e.adopt != AdoptAny {
-			return Change{}, live, reconcile.TerminalError(fmt.Errorf("ensure: %s is controlled by %s, refusing to take it over (WithAdoption(AdoptAny) allows it): %w", t, who, ErrNotOwned))
+			return Change{}, live, notOwned(t, oi, "it belongs to "+who)
 		}
 		if live, err = e.dropForeignController(ctx, t, u); err != nil {
 			return Change{}, nil, err
@@ -450,19 +539,18 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 		adopted = true
 	case orphan:
 		if e.adopt == AdoptNever {
-			return Change{}, live, reconcile.TerminalError(fmt.Errorf("ensure: %s exists and is not owned by %s, refusing to adopt it (WithAdoption(AdoptOrphans) allows it): %w", t, oi.annotation, ErrNotOwned))
+			return Change{}, live, notOwned(t, oi, "it has no owner")
 		}
 	}
-	decl, err := t.declare(live)
+	decl, set, err := e.declaration(t, live)
 	if err != nil {
 		return Change{}, live, err
 	}
-	decl = e.link(t, decl)
 	var out map[string]any
 	if strategy == ServerSideApply {
-		out, err = e.apply(ctx, t, decl, live)
+		out, err = e.apply(ctx, t, decl, set, live)
 	} else {
-		out, err = e.patch(ctx, t, decl, live)
+		out, err = e.patch(ctx, t, decl, set, live)
 	}
 	switch {
 	case err != nil && isImmutable(err) && e.recreate:
@@ -492,7 +580,7 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error)
 		e.mu.Unlock()
 		live, err := liveTree(t.proto)
 		if err != nil {
-			return nil, fmt.Errorf("ensure: %s: %w", t, err)
+			return nil, fmt.Errorf("%s: %w", t, err)
 		}
 		// Typed objects from a cache may have an empty TypeMeta.
 		live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
@@ -508,7 +596,7 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error)
 		}
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("ensure: get %s: %w", t, err)
+		return nil, fmt.Errorf("get %s: %w", t, err)
 	}
 }
 
@@ -552,7 +640,7 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 			e.remember(t, live)
 			return nil, live, nil
 		case !apierrors.IsNotFound(err):
-			return nil, nil, fmt.Errorf("ensure: get %s: %w", t, err)
+			return nil, nil, fmt.Errorf("get %s: %w", t, err)
 		}
 		u := t.unstructured(runtime.DeepCopyJSON(decl))
 		// No force: should the object appear meanwhile with another owner's
@@ -584,7 +672,7 @@ func (e *Ensurer) existing(ctx context.Context, t *target, cause error) (created
 	if err != nil {
 		// Not visible to the reader either (deleted meanwhile, or the reader
 		// is a cache): retry later, not in a loop.
-		return nil, nil, fmt.Errorf("ensure: %s exists (%w) but cannot be read: %w", t, cause, err)
+		return nil, nil, fmt.Errorf("%s exists (%w) but cannot be read: %w", t, cause, err)
 	}
 	e.remember(t, live)
 	return nil, live, nil
@@ -605,7 +693,10 @@ func (e *Ensurer) ownership(u *unstructured.Unstructured, oi ownerInfo) (ownersh
 			if r.UID == oi.uid {
 				return ours, ""
 			}
-			return foreign, fmt.Sprintf("%s %s (uid %s)", r.Kind, r.Name, r.UID)
+			if ns := u.GetNamespace(); ns != "" {
+				return foreign, r.Kind + " " + ns + "/" + r.Name
+			}
+			return foreign, r.Kind + " " + r.Name
 		}
 	}
 	switch uid := u.GetLabels()[LabelOwnerUID]; uid {
@@ -616,10 +707,31 @@ func (e *Ensurer) ownership(u *unstructured.Unstructured, oi ownerInfo) (ownersh
 	default:
 		who := u.GetAnnotations()[AnnotationOwner]
 		if who == "" {
-			who = "another owner"
+			who = "another owner (uid " + uid + ")"
 		}
-		return foreign, fmt.Sprintf("%s (uid %s)", who, uid)
+		return foreign, who
 	}
+}
+
+// notOwned is ErrNotOwned for t, told to the person who will fix it: what
+// is in the way, and the ways out that need no change to the operator.
+func notOwned(t *target, oi ownerInfo, why string) error {
+	kind := t.key.gvk.Kind
+	resource := strings.ToLower(kind)
+	if t.key.gvk.Group != "" {
+		resource += "." + t.key.gvk.Group
+	}
+	msg := fmt.Sprintf("%s already exists and is not managed by %s (%s). Delete or rename that %s, or change %s so it asks for another name",
+		t, oi.display, why, kind, oi.display)
+	if why == "it has no owner" {
+		ns := ""
+		if t.key.namespace != "" {
+			ns = " -n " + t.key.namespace
+		}
+		msg += fmt.Sprintf(", or hand the %s over with: kubectl label %s %s%s %s=%s", kind, resource, t.key.name, ns, LabelOwnerUID, oi.uid)
+	}
+	msg += fmt.Sprintf(". Checked again every %s.", NotOwnedRecheck)
+	return newChildError(msg, outcome.DependencyNotReady(ReasonNotOwned, msg, NotOwnedRecheck), ErrNotOwned)
 }
 
 // dropForeignController removes other controllers' ownerReferences (AdoptAny),
@@ -645,13 +757,39 @@ func (e *Ensurer) dropForeignController(ctx context.Context, t *target, u *unstr
 	return out.Object, nil
 }
 
-// patch sends the merge patch that makes live hold decl, or nothing.
-func (e *Ensurer) patch(ctx context.Context, t *target, decl, live map[string]any) (map[string]any, error) {
-	keepOthersOwnerRefs(decl, live)
-	if subset(decl, live, exactLists) {
-		return nil, nil
+// patch sends the merge patch that makes live hold decl, or nothing. With a
+// record (set), fields the previous write declared and decl does not are
+// removed, items of keyed lists only others declared are kept; without one
+// (CreateOrPatch), only declared fields are written and lists are replaced
+// by the declared ones.
+func (e *Ensurer) patch(ctx context.Context, t *target, decl map[string]any, set *fieldpath.Set, live map[string]any) (map[string]any, error) {
+	if kind, _ := t.shape.field("metadata").field("ownerReferences").list(); kind == atomicList {
+		// A schema that does not know metadata (a custom resource read
+		// without its OpenAPI) must not make the patch drop others' refs.
+		keepOthersOwnerRefs(decl, live)
 	}
-	p, replacedList := mergePatch(decl, live)
+	var p map[string]any
+	var replacedList bool
+	if set != nil {
+		if subset(decl, live, t.shape, keyedSubset) {
+			return nil, nil
+		}
+		rm := &fieldpath.Set{}
+		if old := recordOf(live); old != nil {
+			rm = old.Difference(set)
+		}
+		want, _ := merged(live, decl, rm, t.shape).(map[string]any)
+		p, replacedList = recordedPatch(live, want)
+		if len(p) == 0 {
+			return nil, nil
+		}
+	} else {
+		keepOthersOwnerRefs(decl, live)
+		if subset(decl, live, t.shape, exactLists) {
+			return nil, nil
+		}
+		p, replacedList = mergePatch(decl, live, t.shape)
+	}
 	if replacedList {
 		md, _ := p["metadata"].(map[string]any)
 		if md == nil {
@@ -671,27 +809,43 @@ func (e *Ensurer) patch(ctx context.Context, t *target, decl, live map[string]an
 	return out.Object, nil
 }
 
-// apply server-side applies decl unless live already holds it and this field
-// owner owns nothing decl leaves out.
-func (e *Ensurer) apply(ctx context.Context, t *target, decl, live map[string]any) (map[string]any, error) {
+// apply server-side applies decl unless live already holds it (its record
+// included, so a field dropped from the declaration is a change) and this
+// field owner owns nothing decl leaves out. The server removes what the
+// field owner applied before and no longer applies; fields it set through
+// Update (MergePatch before a strategy switch) are first folded into its
+// apply ownership, read past the cache when the cache strips managedFields.
+func (e *Ensurer) apply(ctx context.Context, t *target, decl map[string]any, set *fieldpath.Set, live map[string]any) (map[string]any, error) {
 	lu := &unstructured.Unstructured{Object: live}
 	entries := lu.GetManagedFields()
 	legacy := legacyManagers(entries, e.migrateFrom)
-	if legacy == nil && subset(decl, live, keyedSubset) {
+	if legacy == nil && subset(decl, live, t.shape, keyedSubset) {
 		owned, ok := ownedFields(entries, e.fieldOwner)
 		if !ok || !ownsUndeclared(owned, decl) {
 			return nil, nil
 		}
 	}
+	if len(entries) == 0 && set != nil {
+		if old := recordOf(live); old != nil && !old.Difference(set).Empty() {
+			// Something is to be removed, and only managedFields tell
+			// whether the apply alone will remove it.
+			fresh, err := e.readLive(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("%s: read managed fields: %w", t, err)
+			}
+			lu = &unstructured.Unstructured{Object: fresh}
+			legacy = legacyManagers(lu.GetManagedFields(), e.migrateFrom)
+		}
+	}
 	if legacy != nil {
 		patch, err := csaupgrade.UpgradeManagedFieldsPatch(lu, sets.KeySet(legacy), e.fieldOwner)
 		if err != nil {
-			return nil, fmt.Errorf("ensure: %s: migrate managed fields: %w", t, err)
+			return nil, fmt.Errorf("%s: migrate managed fields: %w", t, err)
 		}
 		if patch != nil {
 			out := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
 			if err := e.c.Patch(ctx, out, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-				return nil, fmt.Errorf("ensure: %s: migrate managed fields: %w", t, err)
+				return nil, fmt.Errorf("%s: migrate managed fields: %w", t, err)
 			}
 		}
 	}
@@ -706,15 +860,15 @@ func (e *Ensurer) recreateObject(ctx context.Context, t *target, decl map[string
 	u := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
 	err := e.c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("ensure: recreate %s: delete: %w", t, err)
+		return nil, fmt.Errorf("recreate %s: delete: %w", t, err)
 	}
 	created, existing, err := e.create(ctx, t, decl, strategy)
 	if err != nil {
-		return nil, fmt.Errorf("ensure: recreate %s: %w", t, err)
+		return nil, fmt.Errorf("recreate %s: %w", t, err)
 	}
 	if existing != nil {
 		// Finalizers keep the old object around; the next reconcile creates it.
-		return nil, fmt.Errorf("ensure: recreate %s: the old object is still being deleted", t)
+		return nil, fmt.Errorf("recreate %s: the old object is still being deleted", t)
 	}
 	return created, nil
 }
@@ -754,11 +908,22 @@ func classify(t *target, err error) error {
 	case errors.Is(err, reconcile.TerminalError(nil)):
 		return err
 	case isImmutable(err):
-		return reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrImmutable, err))
+		return outcome.Terminal(ReasonImmutableField, newChildError(
+			fmt.Sprintf("%s cannot be changed as declared, because the change touches a field that cannot change once set (delete the %s to have it created again): %s",
+				t, t.key.gvk.Kind, apiMessage(err)), ErrImmutable, err))
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		return reconcile.TerminalError(fmt.Errorf("ensure: %s: %w: %w", t, ErrInvalid, err))
+		return invalid(err, "%s was rejected by the API server: %s", t, apiMessage(err))
 	}
-	return fmt.Errorf("ensure: %s: %w", t, err)
+	return fmt.Errorf("%s: %w", t, err)
+}
+
+// apiMessage is the API server's own message for err.
+func apiMessage(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Message != "" {
+		return se.Status().Message
+	}
+	return err.Error()
 }
 
 // isSecondController reports the API server refusing an object with two

@@ -21,7 +21,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, &env))
+	os.Exit(testenv.RunMain(m, &env, testenv.WithCRDPaths("testdata")))
 }
 
 func testCtx(tb testing.TB) context.Context {

@@ -1,6 +1,7 @@
 package ensure
 
 import (
+	"k8s.io/client-go/openapi"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -10,20 +11,24 @@ import (
 type Strategy int
 
 const (
-	// MergePatch sends a JSON merge patch holding only the declared fields
-	// that differ. It never sends a null, so it never removes a field: a field
-	// the declaration stops setting keeps its last value. Lists are replaced
-	// whole (a merge patch cannot do better), so a patch that replaces a list
-	// carries the live resourceVersion and fails with a Conflict, to be
-	// retried, rather than lose another writer's concurrent list change.
-	// Writes are recorded under the field owner as Update operations.
+	// MergePatch sends a JSON merge patch holding the declared fields that
+	// differ and a null for each map key the previous write declared
+	// ([AnnotationDeclared]) and this declaration does not. A list that
+	// changes is sent whole (a merge patch cannot do better), built from the
+	// live list: items of a keyed list that only others declared are kept,
+	// items this declaration dropped are left out, atomic lists are the
+	// declared ones. Such a patch carries the live resourceVersion and fails
+	// with a Conflict, to be retried, rather than lose another writer's
+	// concurrent list change. A field never declared is never sent. Writes
+	// are recorded under the field owner as Update operations.
 	MergePatch Strategy = iota
 	// ServerSideApply applies the declaration with the field owner, forcing
-	// ownership of the declared fields. Fields the owner applied before and no
-	// longer declares are removed (unless another manager also owns them);
-	// fields other managers own are never touched. Requires managedFields in
-	// the cache (the default; do not strip them with a cache transform), or
-	// removals go unnoticed until another declared field changes.
+	// ownership of the declared fields. The API server removes fields the
+	// owner applied before and no longer declares (unless another manager
+	// also owns them, as when an HPA took spec.replicas over); fields other
+	// managers own are never touched. A dropped field is noticed from the
+	// record ([AnnotationDeclared]), so a cache that strips managedFields
+	// does not hide it.
 	ServerSideApply
 )
 
@@ -105,6 +110,19 @@ func WithMigrateFrom(managers ...string) Option {
 		}
 	}
 }
+
+// WithOpenAPI gives the Ensurer the API server's OpenAPI v3 documents (e.g.
+// discovery.NewDiscoveryClientForConfigOrDie(cfg).OpenAPIV3()), from which it
+// learns how the lists of kinds client-go was not built with — custom
+// resources — merge: x-kubernetes-list-type map (by which keys), set or
+// atomic. Each group-version's document is read once, at the first Ensure of
+// one of its kinds, and kept; a failed read is returned as a retryable error.
+// Kinds client-go knows use its compiled-in schema and cost no request.
+// Without this option a custom resource's lists are all treated as atomic
+// (what the API server does with a list that has no x-kubernetes-list-type):
+// compared and written whole, so items another actor added to such a list
+// are replaced.
+func WithOpenAPI(c openapi.Client) Option { return func(e *Ensurer) { e.schemas.openapi = c } }
 
 // WithObserver reports every change to o.
 func WithObserver(o Observer) Option { return func(e *Ensurer) { e.observer = o } }

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // A tree is an object in its JSON form (map[string]any, []any, string, int64,
@@ -232,18 +233,23 @@ func marshalLeaf(v reflect.Value) (any, bool) {
 type listMode int
 
 const (
-	// lists with a merge key may hold extra live elements (another actor's
-	// sidecar, env var, port); lists without one must match exactly.
+	// lists keyed by the schema (x-kubernetes-list-type: map or set) may hold
+	// extra live items (another actor's sidecar, env var, port, finalizer);
+	// atomic lists must have exactly the declared items, in order.
 	keyedSubset listMode = iota
-	// every list must have exactly the declared elements, as a JSON merge
-	// patch replaces lists whole.
+	// every list must have exactly the declared items, as a JSON merge patch
+	// replaces lists whole ([Ensurer.CreateOrPatch]).
 	exactLists
 )
 
 // subset reports whether every field declared in d has the same value in
-// live. Fields d does not declare are ignored — that is how server defaults,
-// other actors' fields and status never cause a write.
-func subset(d, live any, mode listMode) bool {
+// live, sh being d's schema. Fields d does not declare are ignored — that is
+// how server defaults, other actors' fields and status never cause a write.
+// Items of keyed lists are matched by their schema keys, whatever their order;
+// a map the schema calls atomic must have exactly the declared keys (its
+// removed keys are a change), a struct it calls atomic only the declared
+// fields (the server may default others, as fieldRef.apiVersion).
+func subset(d, live any, sh shape, mode listMode) bool {
 	switch dv := d.(type) {
 	case map[string]any:
 		lv, ok := live.(map[string]any)
@@ -251,8 +257,15 @@ func subset(d, live any, mode listMode) bool {
 			return len(dv) == 0 && live == nil
 		}
 		for k, e := range dv {
-			if !subset(e, lv[k], mode) {
+			if !subset(e, lv[k], sh.field(k), mode) {
 				return false
+			}
+		}
+		if atomic, isStruct := sh.atomicMap(); atomic && !isStruct {
+			for k, e := range lv {
+				if _, declared := dv[k]; !declared && e != nil {
+					return false
+				}
 			}
 		}
 		return true
@@ -261,23 +274,28 @@ func subset(d, live any, mode listMode) bool {
 		if !ok {
 			return len(dv) == 0 && live == nil
 		}
-		key := listKey(dv)
-		if key == "" || mode == exactLists {
+		kind, keys := sh.list()
+		if kind == atomicList || mode == exactLists {
 			if len(dv) != len(lv) {
 				return false
 			}
 		}
-		if key == "" {
+		if kind == atomicList {
 			for i := range dv {
-				if !subset(dv[i], lv[i], mode) {
+				if !subset(dv[i], lv[i], sh.elem(), mode) {
 					return false
 				}
 			}
 			return true
 		}
+		index := indexItems(sh, kind, keys, lv)
 		for _, de := range dv {
-			le := findByKey(lv, de.(map[string]any), key)
-			if le == nil || !subset(de, le, mode) {
+			pe, ok := sh.itemKey(kind, keys, de)
+			if !ok {
+				return false
+			}
+			le, found := index.Get(pe)
+			if !found || !subset(de, le, sh.elem(), mode) {
 				return false
 			}
 		}
@@ -287,52 +305,20 @@ func subset(d, live any, mode listMode) bool {
 	}
 }
 
-// listKeys are the merge keys of the Kubernetes API's associative lists, in
-// the order tried: ownerReferences by uid; containers, env, volumes, ports…
-// by name; ports by number; volumeMounts by mountPath.
-var listKeys = []string{"uid", "name", "containerPort", "port", "mountPath", "devicePath"}
-
-// listKey returns the field that identifies the elements of a declared list
-// of objects, or "" when the list is compared by position.
-func listKey(l []any) string {
-	if len(l) == 0 {
-		return ""
-	}
-	for _, k := range listKeys {
-		seen := make(map[any]bool, len(l))
-		ok := true
-		for _, e := range l {
-			m, isMap := e.(map[string]any)
-			if !isMap {
-				return ""
-			}
-			v, has := m[k]
-			if !has || seen[fmt.Sprint(v)] {
-				ok = false
-				break
-			}
-			seen[fmt.Sprint(v)] = true
-		}
-		if ok {
-			return k
-		}
-	}
-	return ""
-}
-
-func findByKey(live []any, d map[string]any, key string) map[string]any {
-	for _, e := range live {
-		m, ok := e.(map[string]any)
-		if !ok || !scalarEqual(d[key], m[key]) {
+// indexItems maps each identifiable item of a keyed list to its value (the
+// first, when the live list holds duplicates).
+func indexItems(sh shape, kind listKind, keys []string, items []any) *fieldpath.PathElementMap {
+	m := fieldpath.MakePathElementMap(len(items))
+	for _, it := range items {
+		pe, ok := sh.itemKey(kind, keys, it)
+		if !ok {
 			continue
 		}
-		// A port is identified by number and protocol; protocol defaults to TCP.
-		if p, ok := d["protocol"]; ok && (key == "port" || key == "containerPort") && !scalarEqual(p, m["protocol"]) {
-			continue
+		if _, dup := m.Get(pe); !dup {
+			m.Insert(pe, it)
 		}
-		return m
 	}
-	return nil
+	return &m
 }
 
 func scalarEqual(a, b any) bool {
@@ -363,21 +349,31 @@ func toFloat(v any) (float64, bool) {
 }
 
 // mergePatch returns the JSON merge patch that makes live hold d: only the
-// declared fields that differ, never a null (a merge patch null deletes, and
-// deleting is how a wholesale spec assignment fights the API server's
-// defaults). Lists are replaced whole, which replacedList reports so the
-// caller can add an optimistic lock.
-func mergePatch(d, live map[string]any) (patch map[string]any, replacedList bool) {
+// declared fields that differ, and no null except for the keys d dropped from
+// a map the schema calls atomic (a merge patch null deletes, and deleting is
+// how a wholesale spec assignment fights the API server's defaults). Lists
+// are replaced whole, which replacedList reports so the caller can add an
+// optimistic lock. This is [Ensurer.CreateOrPatch]'s patch; [Ensurer.Ensure]
+// uses [recordedPatch].
+func mergePatch(d, live map[string]any, sh shape) (patch map[string]any, replacedList bool) {
 	patch = map[string]any{}
 	for k, dv := range d {
 		lv := live[k]
-		if subset(dv, lv, exactLists) {
+		if subset(dv, lv, sh.field(k), exactLists) {
 			continue
 		}
 		dm, dIsMap := dv.(map[string]any)
 		lm, lIsMap := lv.(map[string]any)
 		if dIsMap && lIsMap {
-			sub, rl := mergePatch(dm, lm)
+			sub, rl := mergePatch(dm, lm, sh.field(k))
+			if atomic, isStruct := sh.field(k).atomicMap(); atomic && !isStruct {
+				// The declaration owns the whole map: keys it dropped go.
+				for lk, le := range lm {
+					if _, declared := dm[lk]; !declared && le != nil {
+						sub[lk] = nil
+					}
+				}
+			}
 			patch[k] = sub
 			replacedList = replacedList || rl
 			continue

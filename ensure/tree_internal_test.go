@@ -69,18 +69,29 @@ func TestDeclaredUnstructuredDropsNullsAndStatus(t *testing.T) {
 	}
 }
 
+func podShape(t *testing.T) shape {
+	t.Helper()
+	sh, err := (&schemas{}).shapeOf(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
 func TestSubset(t *testing.T) {
+	sh := podShape(t)
 	live := map[string]any{
+		"metadata": map[string]any{"finalizers": []any{"a", "b"}},
 		"spec": map[string]any{
-			"replicas": int64(5), "revisionHistoryLimit": int64(10),
+			"terminationGracePeriodSeconds": int64(30), "nodeSelector": map[string]any{"disk": "ssd", "zone": "a"},
 			"containers": []any{
 				map[string]any{"name": "sidecar", "image": "envoy"},
-				map[string]any{"name": "web", "image": "nginx", "imagePullPolicy": "IfNotPresent",
+				map[string]any{"name": "web", "image": "nginx", "imagePullPolicy": "IfNotPresent", "args": []any{"a", "b"},
 					"ports": []any{map[string]any{"containerPort": int64(80), "protocol": "TCP"}}},
 			},
-			"args": []any{"a", "b"},
 		},
 	}
+	containers := func(c ...any) map[string]any { return map[string]any{"spec": map[string]any{"containers": c}} }
 	cases := []struct {
 		name  string
 		d     map[string]any
@@ -88,50 +99,51 @@ func TestSubset(t *testing.T) {
 		exact bool
 	}{
 		{"empty", map[string]any{}, true, true},
-		{"defaults ignored", map[string]any{"spec": map[string]any{"containers": []any{
+		{"defaults ignored, any order", containers(
 			map[string]any{"name": "web", "image": "nginx", "ports": []any{map[string]any{"containerPort": 80.0}}},
 			map[string]any{"name": "sidecar"},
-		}}}, true, true},
-		{"extra live element", map[string]any{"spec": map[string]any{"containers": []any{
-			map[string]any{"name": "web", "image": "nginx"},
-		}}}, true, false},
-		{"changed image", map[string]any{"spec": map[string]any{"containers": []any{
-			map[string]any{"name": "web", "image": "nginx:2"},
-		}}}, false, false},
-		{"protocol differs", map[string]any{"spec": map[string]any{"containers": []any{
+		), true, true},
+		{"extra live item", containers(map[string]any{"name": "web", "image": "nginx"}), true, false},
+		{"changed image", containers(map[string]any{"name": "web", "image": "nginx:2"}), false, false},
+		{"protocol differs", containers(
 			map[string]any{"name": "web", "ports": []any{map[string]any{"containerPort": int64(80), "protocol": "UDP"}}},
-		}}}, false, false},
-		{"atomic list order", map[string]any{"spec": map[string]any{"args": []any{"b", "a"}}}, false, false},
-		{"atomic list shorter", map[string]any{"spec": map[string]any{"args": []any{"a"}}}, false, false},
-		{"scalar differs", map[string]any{"spec": map[string]any{"replicas": int64(3)}}, false, false},
-		{"missing live", map[string]any{"spec": map[string]any{"paused": true}}, false, false},
+		), false, false},
+		{"atomic list order", containers(map[string]any{"name": "web", "args": []any{"b", "a"}}), false, false},
+		{"atomic list shorter", containers(map[string]any{"name": "web", "args": []any{"a"}}), false, false},
+		{"set item present", map[string]any{"metadata": map[string]any{"finalizers": []any{"b"}}}, true, false},
+		{"set item missing", map[string]any{"metadata": map[string]any{"finalizers": []any{"c"}}}, false, false},
+		{"atomic map with a dropped key", map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"disk": "ssd"}}}, false, false},
+		{"atomic map equal", map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"disk": "ssd", "zone": "a"}}}, true, true},
+		{"scalar differs", map[string]any{"spec": map[string]any{"terminationGracePeriodSeconds": int64(3)}}, false, false},
+		{"missing live", map[string]any{"spec": map[string]any{"hostNetwork": true}}, false, false},
 	}
 	for _, c := range cases {
-		if got := subset(c.d, live, keyedSubset); got != c.keyed {
+		if got := subset(c.d, live, sh, keyedSubset); got != c.keyed {
 			t.Errorf("%s: keyed subset = %v, want %v", c.name, got, c.keyed)
 		}
-		if got := subset(c.d, live, exactLists); got != c.exact {
+		if got := subset(c.d, live, sh, exactLists); got != c.exact {
 			t.Errorf("%s: exact subset = %v, want %v", c.name, got, c.exact)
 		}
 	}
 }
 
 func TestMergePatchSendsOnlyChangesAndNoNulls(t *testing.T) {
+	sh := podShape(t)
 	live := map[string]any{
 		"metadata": map[string]any{"labels": map[string]any{"a": "1", "user": "x"}, "resourceVersion": "9"},
-		"spec":     map[string]any{"replicas": int64(5), "template": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "old"}}}},
+		"spec":     map[string]any{"priority": int64(5), "containers": []any{map[string]any{"name": "web", "image": "old"}}},
 	}
 	d := map[string]any{
 		"metadata": map[string]any{"labels": map[string]any{"a": "1"}},
-		"spec":     map[string]any{"template": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "new"}}}},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "web", "image": "new"}}},
 	}
-	p, replaced := mergePatch(d, live)
+	p, replaced := mergePatch(d, live, sh)
 	got, _ := json.Marshal(p)
-	if want := `{"spec":{"template":{"containers":[{"image":"new","name":"web"}]}}}`; string(got) != want || !replaced {
+	if want := `{"spec":{"containers":[{"image":"new","name":"web"}]}}`; string(got) != want || !replaced {
 		t.Fatalf("patch %s (replaced list %v), want %s", got, replaced, want)
 	}
 	d = map[string]any{"metadata": map[string]any{"labels": map[string]any{"a": "2"}}}
-	p, replaced = mergePatch(d, live)
+	p, replaced = mergePatch(d, live, sh)
 	got, _ = json.Marshal(p)
 	if want := `{"metadata":{"labels":{"a":"2"}}}`; string(got) != want || replaced {
 		t.Fatalf("patch %s (replaced list %v), want %s", got, replaced, want)
@@ -171,4 +183,116 @@ func runtimeCopy(m map[string]any) map[string]any {
 	var out map[string]any
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+func deploymentShape(t *testing.T) shape {
+	t.Helper()
+	sh, err := (&schemas{}).shapeOf(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
+// The record of a declaration, and what merging a smaller declaration over
+// the live object removes and keeps.
+func TestRecordRemovesOnlyWhatWasDeclared(t *testing.T) {
+	sh := deploymentShape(t)
+	container := func(env ...any) map[string]any {
+		return map[string]any{"name": "web", "image": "nginx", "env": env,
+			"ports": []any{map[string]any{"containerPort": int64(8080)}, map[string]any{"containerPort": int64(9090)}}}
+	}
+	oldDecl := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"app": "web", "tier": "x"}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{container(map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "B", "value": "2"}),
+				map[string]any{"name": "sidecar", "image": "envoy"}},
+			"tolerations": []any{map[string]any{"key": "k", "operator": "Exists"}},
+		}}},
+	}
+	old := fieldSet(oldDecl, sh)
+	raw, err := old.ToJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"f:tier":{}`, `"k:{\"name\":\"sidecar\"}"`, `"k:{\"containerPort\":9090,\"protocol\":\"TCP\"}"`, `"f:tolerations":{}`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("record %s lacks %s", raw, want)
+		}
+	}
+	// Live: the server defaulted fields; another actor added a label, an
+	// env var and a container.
+	live := runtimeCopy(oldDecl)
+	live["metadata"].(map[string]any)["labels"].(map[string]any)["user"] = "u"
+	ps := live["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	cs := ps["containers"].([]any)
+	web := cs[0].(map[string]any)
+	web["imagePullPolicy"] = "IfNotPresent"
+	web["env"] = append(web["env"].([]any), map[string]any{"name": "INJECTED", "value": "x"})
+	for _, p := range web["ports"].([]any) {
+		p.(map[string]any)["protocol"] = "TCP"
+	}
+	ps["containers"] = append(cs, map[string]any{"name": "istio-proxy", "image": "istio"})
+
+	newDecl := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "web", "image": "nginx", "env": []any{map[string]any{"name": "A", "value": "1"}},
+				"ports": []any{map[string]any{"containerPort": int64(8080)}}}},
+		}}},
+	}
+	rm := old.Difference(fieldSet(newDecl, sh))
+	want, _ := merged(live, newDecl, rm, sh).(map[string]any)
+	patch, replaced := recordedPatch(live, want)
+	got, _ := json.Marshal(patch)
+	wantPatch := `{"metadata":{"labels":{"tier":null}},"spec":{"template":{"spec":{"containers":[` +
+		`{"env":[{"name":"A","value":"1"},{"name":"INJECTED","value":"x"}],"image":"nginx","imagePullPolicy":"IfNotPresent","name":"web","ports":[{"containerPort":8080,"protocol":"TCP"}]},` +
+		`{"image":"istio","name":"istio-proxy"}],"tolerations":null}}}}`
+	if string(got) != wantPatch || !replaced {
+		t.Fatalf("patch\n got %s\nwant %s (replaced list %v)", got, wantPatch, replaced)
+	}
+	if live["metadata"].(map[string]any)["labels"].(map[string]any)["tier"] != "x" {
+		t.Fatal("merged modified the live object")
+	}
+	// Same declaration again: nothing to remove, nothing to send.
+	same, _ := merged(live, oldDecl, old.Difference(fieldSet(oldDecl, sh)), sh).(map[string]any)
+	if !subset(oldDecl, live, sh, keyedSubset) {
+		t.Fatal("live does not hold the old declaration")
+	}
+	if p, _ := recordedPatch(live, same); len(p) != 0 {
+		t.Fatalf("unchanged declaration patches %v", p)
+	}
+}
+
+// Part 6: an atomic list whose items have a "name" is compared and written
+// whole, not merged by name.
+func TestAtomicListWithNamedItemsIsNotKeyed(t *testing.T) {
+	// PodSecurityContext.sysctls is atomic, and its items have a name.
+	sh := podShape(t).field("spec")
+	if kind, _ := sh.field("securityContext").field("sysctls").list(); kind != atomicList {
+		t.Fatalf("sysctls: kind %v, want atomic", kind)
+	}
+	if kind, keys := sh.field("containers").list(); kind != mapList || len(keys) != 1 || keys[0] != "name" {
+		t.Fatalf("containers: kind %v keys %v", kind, keys)
+	}
+	sysctls := func(names ...string) map[string]any {
+		var l []any
+		for _, n := range names {
+			l = append(l, map[string]any{"name": n, "value": "1"})
+		}
+		return map[string]any{"securityContext": map[string]any{"sysctls": l}}
+	}
+	live := sysctls("a", "b")
+	for _, d := range []map[string]any{sysctls("b"), sysctls("b", "a")} {
+		if subset(d, live, sh, keyedSubset) {
+			t.Fatalf("atomic list %v counts as held by %v", d, live)
+		}
+		want, _ := merged(live, d, &fieldpath.Set{}, sh).(map[string]any)
+		if !equalTree(want, d) {
+			t.Fatalf("merged atomic list %v, want the declared %v", want, d)
+		}
+	}
+	if set := fieldSet(sysctls("a"), sh); !set.Has(fieldpath.MakePathOrDie("securityContext", "sysctls")) || set.Size() != 1 {
+		t.Fatalf("record of an atomic list: %v, want the list as one field", set)
+	}
 }
