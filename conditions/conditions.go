@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/clock"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -47,9 +47,6 @@ const (
 // MaxMessageLength is the API limit on metav1.Condition.Message, in bytes.
 const MaxMessageLength = 32768
 
-// maxReasonLength is the API limit on metav1.Condition.Reason, in bytes.
-const maxReasonLength = 1024
-
 // truncationMarker ends a message that was cut to fit MaxMessageLength.
 const truncationMarker = " ... [truncated]"
 
@@ -60,42 +57,33 @@ var reasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 // [Validate].
 var ErrInvalidCondition = errors.New("invalid condition")
 
-// Validate checks c as the API server would, so a bad condition fails before
-// any API call: the type must be a qualified name (e.g. "Ready",
-// "example.com/DatabaseReady", at most 316 bytes); the status True, False or
-// Unknown; the reason non-empty, at most 1024 bytes and matching
-// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$. The message is not checked: [Set]
-// bounds it instead.
+// Validate checks c exactly as the API server does, with
+// k8s.io/apimachinery's meta/v1/validation.ValidateCondition, so a bad
+// condition fails before any API call: the type must be a qualified name
+// (e.g. "Ready", "example.com/DatabaseReady", at most 316 bytes); the status
+// True, False or Unknown; the reason non-empty, at most 1024 bytes and
+// matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$; observedGeneration not
+// negative. The message and lastTransitionTime are not checked: [Set] bounds
+// the one and sets the other.
 func Validate(c metav1.Condition) error {
-	var problems []string
-	if c.Type == "" {
-		problems = append(problems, "type is empty")
-	} else if errs := validation.IsQualifiedName(c.Type); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf("type %q: %s", c.Type, strings.Join(errs, "; ")))
+	c.Message = BoundMessage(c.Message)
+	if c.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = metav1.Unix(1, 0)
 	}
-	switch c.Status {
-	case metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown:
-	default:
-		problems = append(problems, fmt.Sprintf("status %q is not True, False or Unknown", c.Status))
+	if c.Reason == "" {
+		// The API allows an empty reason on the wire only through defaulting
+		// in some versions; opkit always requires one.
+		return fmt.Errorf("%w %q: reason: Required value", ErrInvalidCondition, c.Type)
 	}
-	switch {
-	case c.Reason == "":
-		problems = append(problems, "reason is empty")
-	case len(c.Reason) > maxReasonLength:
-		problems = append(problems, fmt.Sprintf("reason is %d bytes, more than %d", len(c.Reason), maxReasonLength))
-	case !reasonPattern.MatchString(c.Reason):
-		problems = append(problems, fmt.Sprintf("reason %q does not match %s", c.Reason, reasonPattern))
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w %q: %s", ErrInvalidCondition, c.Type, strings.Join(problems, ", "))
+	if errs := metav1validation.ValidateCondition(c, field.NewPath("status", "conditions")); len(errs) > 0 {
+		return fmt.Errorf("%w %q: %w", ErrInvalidCondition, c.Type, errs.ToAggregate())
 	}
 	return nil
 }
 
-// BoundMessage returns msg as [Set] stores it: invalid UTF-8 replaced by
-// U+FFFD (the JSON encoder would do so anyway, growing the message), then, if
-// longer than MaxMessageLength bytes, cut on a UTF-8 boundary and ended with
-// " ... [truncated]" so that the result is at most MaxMessageLength bytes.
+// BoundMessage returns msg cut to at most [MaxMessageLength] bytes on a UTF-8
+// boundary, ending in " ... [truncated]" when it was cut, with invalid UTF-8
+// replaced by U+FFFD.
 func BoundMessage(msg string) string {
 	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if len(msg) <= MaxMessageLength {
@@ -108,33 +96,7 @@ func BoundMessage(msg string) string {
 	return msg[:cut] + truncationMarker
 }
 
-// Option configures the functions of this package. Each With function says
-// which functions read it; others ignore it.
-type Option func(*options)
-
-type options struct {
-	clock      clock.PassiveClock
-	target     string
-	positive   []string
-	negative   []string
-	trueReason string
-	dflt       *metav1.Condition
-}
-
-func buildOptions(opts []Option) options {
-	o := options{clock: clock.RealClock{}, target: Ready, trueReason: ReasonSucceeded}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
-// WithClock sets the time source for lastTransitionTime (default: the real
-// clock). Read by every function that writes conditions.
-func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
-
-// order is the fixed position of the standard types; all others follow,
-// sorted by type name (byte-wise).
+// order is the position of the standard types; every other type follows them.
 var order = map[string]int{Ready: 0, Reconciling: 1, Stalled: 2, Degraded: 3}
 
 func rank(t string) int {
@@ -153,109 +115,92 @@ func Compare(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// List returns a copy of obj's conditions in stored order, or an error
-// wrapping [ErrNoConditions] when obj has none this package can read.
+// List returns a copy of the conditions in stored order, or an error
+// wrapping [ErrNoConditions] when the object has none this package can read.
 // Conditions of a foreign type (e.g. an apps/v1 Deployment's) are read with
-// their type, status, reason, message, lastTransitionTime and observedGeneration.
-func List(obj client.Object) ([]metav1.Condition, error) {
-	a, err := accessFor(obj)
+// type, status, reason, message, lastTransitionTime and observedGeneration.
+func (s *Status) List() ([]metav1.Condition, error) {
+	cs, err := s.read()
 	if err != nil {
 		return nil, err
-	}
-	if a.get == nil {
-		return nil, fmt.Errorf("conditions: %s: %w", describe(obj), ErrNoConditions)
-	}
-	cs, err := a.get()
-	if err != nil {
-		return nil, fmt.Errorf("conditions: %s: %w", describe(obj), err)
 	}
 	return slices.Clone(cs), nil
 }
 
-// Get returns a copy of the condition of type t, or nil when obj has no such
-// condition or no readable conditions at all (use [List] to tell these apart).
-func Get(obj client.Object, t string) *metav1.Condition {
-	cs, err := List(obj)
+// Get returns a copy of the condition of type t, or nil when there is none
+// (or the object has no readable conditions).
+func (s *Status) Get(t string) *metav1.Condition {
+	cs, err := s.read()
 	if err != nil {
 		return nil
 	}
 	for i := range cs {
 		if cs[i].Type == t {
-			return &cs[i]
+			c := cs[i]
+			return &c
 		}
 	}
 	return nil
 }
 
-// IsTrue reports whether condition t exists with status True.
-func IsTrue(obj client.Object, t string) bool { return statusOf(obj, t) == metav1.ConditionTrue }
+// IsTrue reports whether condition t exists and is True.
+func (s *Status) IsTrue(t string) bool { return s.statusOf(t) == metav1.ConditionTrue }
 
-// IsFalse reports whether condition t exists with status False.
-func IsFalse(obj client.Object, t string) bool { return statusOf(obj, t) == metav1.ConditionFalse }
+// IsFalse reports whether condition t exists and is False.
+func (s *Status) IsFalse(t string) bool { return s.statusOf(t) == metav1.ConditionFalse }
 
 // IsUnknown reports whether condition t is Unknown or missing: a condition
 // that has not been reported counts as Unknown, as in [Summarize]. It is false
 // for an object without readable conditions.
-func IsUnknown(obj client.Object, t string) bool {
-	if _, err := List(obj); err != nil {
+func (s *Status) IsUnknown(t string) bool {
+	if _, err := s.read(); err != nil {
 		return false
 	}
-	s := statusOf(obj, t)
-	return s == metav1.ConditionUnknown || s == ""
+	st := s.statusOf(t)
+	return st == metav1.ConditionUnknown || st == ""
 }
 
-func statusOf(obj client.Object, t string) metav1.ConditionStatus {
-	if c := Get(obj, t); c != nil {
+func (s *Status) statusOf(t string) metav1.ConditionStatus {
+	if c := s.Get(t); c != nil {
 		return c.Status
 	}
 	return ""
 }
 
-func writable(obj client.Object) (*access, error) {
-	a, err := accessFor(obj)
-	if err != nil {
-		return nil, err
-	}
-	if a.set == nil {
-		return nil, fmt.Errorf("conditions: %s: status.conditions is not []metav1.Condition and is read-only here (implement conditions.Accessor): %w",
-			describe(obj), ErrNoConditions)
-	}
-	return a, nil
-}
-
-// Set writes condition c into obj's conditions in memory, after [Validate].
-// The one rule for what changes:
+// Set writes condition c into the object's conditions in memory, after
+// [Validate]:
 //
-//   - lastTransitionTime changes only when status changes (or the condition is
-//     new); then it is the clock's current time truncated to whole seconds, as
-//     the API stores it. A lastTransitionTime in c is ignored.
-//   - reason and message are replaced in place; the message is bounded with
-//     [BoundMessage].
-//   - observedGeneration is always obj's metadata.generation at the time of
-//     the call, whatever c says.
+//   - lastTransitionTime is kept when a condition of that type exists with the
+//     same status, and set to now (truncated to seconds, as the API stores it)
+//     otherwise; c.LastTransitionTime is ignored;
+//   - observedGeneration is set to metadata.generation; c.ObservedGeneration
+//     is ignored;
+//   - the message is bounded with [BoundMessage];
 //   - the list is kept sorted by [Compare] and holds at most one condition per
 //     type (duplicates, which the API forbids, are dropped).
 //
-// Setting the same condition twice leaves obj exactly as after the first time.
-// It returns an error, and changes nothing, for an invalid condition or an
-// object without writable conditions.
-func Set(obj client.Object, c metav1.Condition, opts ...Option) error {
+// Setting the same condition twice leaves the object exactly as after the
+// first time. It returns an error, and changes nothing, for an invalid
+// condition or an object without writable conditions.
+func (s *Status) Set(c metav1.Condition, opts ...SetOption) error {
+	return s.set(c, newSetOptions(opts))
+}
+
+func (s *Status) set(c metav1.Condition, o setOptions) error {
 	if err := Validate(c); err != nil {
-		return fmt.Errorf("conditions: %s: %w", describe(obj), err)
+		return fmt.Errorf("conditions: %s: %w", s.describe(), err)
 	}
-	a, err := writable(obj)
+	if err := s.writable(); err != nil {
+		return err
+	}
+	cur, err := s.read()
 	if err != nil {
 		return err
 	}
-	cur, err := a.get()
-	if err != nil {
-		return fmt.Errorf("conditions: %s: %w", describe(obj), err)
-	}
-	o := buildOptions(opts)
 	next := metav1.Condition{
 		Type:               c.Type,
 		Status:             c.Status,
-		ObservedGeneration: obj.GetGeneration(),
+		ObservedGeneration: s.obj.GetGeneration(),
 		Reason:             c.Reason,
 		Message:            BoundMessage(c.Message),
 	}
@@ -281,21 +226,20 @@ func Set(obj client.Object, c metav1.Condition, opts ...Option) error {
 	}
 	out = append(out, next)
 	slices.SortStableFunc(out, func(x, y metav1.Condition) int { return Compare(x.Type, y.Type) })
-	a.set(out)
+	s.write(out)
 	return nil
 }
 
-// Remove deletes every condition of type t from obj in memory. Removing a
-// condition that does not exist changes nothing. It fails only for an object
-// without writable conditions.
-func Remove(obj client.Object, t string) error {
-	a, err := writable(obj)
-	if err != nil {
+// Remove deletes every condition of type t in memory. Removing a condition
+// that does not exist changes nothing. It fails only for an object without
+// writable conditions.
+func (s *Status) Remove(t string) error {
+	if err := s.writable(); err != nil {
 		return err
 	}
-	cur, err := a.get()
+	cur, err := s.read()
 	if err != nil {
-		return fmt.Errorf("conditions: %s: %w", describe(obj), err)
+		return err
 	}
 	if !slices.ContainsFunc(cur, func(c metav1.Condition) bool { return c.Type == t }) {
 		return nil
@@ -304,6 +248,65 @@ func Remove(obj client.Object, t string) error {
 	if len(out) == 0 {
 		out = nil // an empty list and no list serialise differently without omitempty
 	}
-	a.set(out)
+	s.write(out)
 	return nil
+}
+
+// The functions below resolve obj's [Status] for one call. Code that makes
+// several calls on one object resolves it once with [StatusOf] and uses the
+// methods of the same names.
+
+// List returns a copy of obj's conditions; see [Status.List].
+func List(obj client.Object) ([]metav1.Condition, error) {
+	s, err := StatusOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	return s.List()
+}
+
+// Get returns a copy of obj's condition of type t, or nil; see [Status.Get].
+func Get(obj client.Object, t string) *metav1.Condition {
+	s, err := StatusOf(obj)
+	if err != nil {
+		return nil
+	}
+	return s.Get(t)
+}
+
+// IsTrue reports whether obj's condition t exists and is True.
+func IsTrue(obj client.Object, t string) bool {
+	s, err := StatusOf(obj)
+	return err == nil && s.IsTrue(t)
+}
+
+// IsFalse reports whether obj's condition t exists and is False.
+func IsFalse(obj client.Object, t string) bool {
+	s, err := StatusOf(obj)
+	return err == nil && s.IsFalse(t)
+}
+
+// IsUnknown reports whether obj's condition t is Unknown or missing; see
+// [Status.IsUnknown].
+func IsUnknown(obj client.Object, t string) bool {
+	s, err := StatusOf(obj)
+	return err == nil && s.IsUnknown(t)
+}
+
+// Set writes condition c into obj's conditions in memory; see [Status.Set].
+func Set(obj client.Object, c metav1.Condition, opts ...SetOption) error {
+	s, err := StatusOf(obj)
+	if err != nil {
+		return err
+	}
+	return s.Set(c, opts...)
+}
+
+// Remove deletes obj's conditions of type t in memory; see [Status.Remove].
+func Remove(obj client.Object, t string) error {
+	s, err := StatusOf(obj)
+	if err != nil {
+		return err
+	}
+	return s.Remove(t)
 }

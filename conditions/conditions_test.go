@@ -44,7 +44,7 @@ func cond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Conditi
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
-func mustSet(t *testing.T, obj client.Object, c metav1.Condition, opts ...conditions.Option) {
+func mustSet(t *testing.T, obj client.Object, c metav1.Condition, opts ...conditions.SetOption) {
 	t.Helper()
 	if err := conditions.Set(obj, c, opts...); err != nil {
 		t.Fatal(err)
@@ -583,11 +583,11 @@ func TestSummarize(t *testing.T) {
 		}
 		return g
 	}
-	opts := []conditions.Option{conditions.WithPositive("Available", "DatabaseReady"), conditions.WithNegative(conditions.Degraded, conditions.Stalled)}
+	opts := []conditions.SummaryOption{conditions.WithPositive("Available", "DatabaseReady"), conditions.WithNegative(conditions.Degraded, conditions.Stalled)}
 	tests := []struct {
 		name   string
 		obj    *Gizmo
-		opts   []conditions.Option
+		opts   []conditions.SummaryOption
 		status metav1.ConditionStatus
 		reason string
 		msg    string
@@ -608,12 +608,16 @@ func TestSummarize(t *testing.T) {
 			"Unknown", "NotYetReported", "DatabaseReady: Unknown (not yet reported)"},
 		{"Unknown negative is Unknown", sub(cond("Available", "True", "A", ""), cond("DatabaseReady", "True", "B", ""), cond("Degraded", "Unknown", "Checking", "checking")), opts,
 			"Unknown", "Checking", "Degraded: checking"},
-		{"custom target and true reason", sub(cond("Available", "True", "A", "")), []conditions.Option{conditions.WithTarget("Healthy"), conditions.WithPositive("Available"), conditions.WithTrueReason("AllGood")},
+		{"custom target and true reason", sub(cond("Available", "True", "A", "")), []conditions.SummaryOption{conditions.WithPositive("Available"), conditions.WithTrueReason("AllGood")},
 			"True", "AllGood", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := conditions.Summarize(tt.obj, tt.opts...)
+			target := conditions.Ready
+			if tt.name == "custom target and true reason" {
+				target = "Healthy"
+			}
+			c, err := conditions.Summarize(tt.obj, target, tt.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -623,12 +627,8 @@ func TestSummarize(t *testing.T) {
 			if err := conditions.Validate(c); err != nil {
 				t.Fatal(err)
 			}
-			if err := conditions.SetSummary(tt.obj, tt.opts...); err != nil {
+			if err := conditions.SetSummary(tt.obj, target, tt.opts...); err != nil {
 				t.Fatal(err)
-			}
-			target := conditions.Ready
-			if tt.name == "custom target and true reason" {
-				target = "Healthy"
 			}
 			if got := conditions.Get(tt.obj, target); got == nil || got.Status != tt.status {
 				t.Fatalf("SetSummary wrote %+v", got)
@@ -637,18 +637,18 @@ func TestSummarize(t *testing.T) {
 	}
 	errCases := []struct {
 		name string
-		opts []conditions.Option
+		opts []conditions.SummaryOption
 	}{
 		{"no sub-conditions", nil},
-		{"target is a sub-condition", []conditions.Option{conditions.WithPositive("Ready")}},
-		{"both polarities", []conditions.Option{conditions.WithPositive("X"), conditions.WithNegative("X")}},
+		{"target is a sub-condition", []conditions.SummaryOption{conditions.WithPositive("Ready")}},
+		{"both polarities", []conditions.SummaryOption{conditions.WithPositive("X"), conditions.WithNegative("X")}},
 	}
 	for _, tt := range errCases {
-		if _, err := conditions.Summarize(gizmo(1), tt.opts...); err == nil {
+		if _, err := conditions.Summarize(gizmo(1), conditions.Ready, tt.opts...); err == nil {
 			t.Errorf("%s: want an error", tt.name)
 		}
 	}
-	if _, err := conditions.Summarize(&corev1.ConfigMap{}, conditions.WithPositive("A")); !errors.Is(err, conditions.ErrNoConditions) {
+	if _, err := conditions.Summarize(&corev1.ConfigMap{}, conditions.Ready, conditions.WithPositive("A")); !errors.Is(err, conditions.ErrNoConditions) {
 		t.Errorf("summary of an object without conditions: %v", err)
 	}
 }
@@ -671,7 +671,7 @@ func TestMirror(t *testing.T) {
 		name      string
 		child     client.Object
 		childType string
-		opts      []conditions.Option
+		opts      []conditions.MirrorOption
 		want      metav1.Condition
 	}{
 		{"typed Deployment Available", deploy, "Available", nil,
@@ -684,7 +684,7 @@ func TestMirror(t *testing.T) {
 			cond("WebAvailable", "True", "Done", "child ready")},
 		{"unreported: default default", deploy, "ReplicaFailure", nil,
 			cond("WebAvailable", "Unknown", "NotYetReported", "Deployment ns/web has not reported ReplicaFailure")},
-		{"unreported: WithDefault", &appsv1.Deployment{}, "Available", []conditions.Option{conditions.WithDefault("False", "Pending", "not yet")},
+		{"unreported: WithDefault", &appsv1.Deployment{}, "Available", []conditions.MirrorOption{conditions.WithDefault("False", "Pending", "not yet")},
 			cond("WebAvailable", "False", "Pending", "not yet")},
 	}
 	for _, tt := range tests {

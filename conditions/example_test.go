@@ -54,7 +54,7 @@ func ExampleSummarize() {
 	_ = conditions.Set(obj, metav1.Condition{Type: "Available", Status: "True", Reason: "MinimumReplicasAvailable"})
 	_ = conditions.Set(obj, metav1.Condition{Type: "Degraded", Status: "True", Reason: "ReplicasUnavailable", Message: "1 of 3 replicas unavailable"})
 
-	c, _ := conditions.Summarize(obj,
+	c, _ := conditions.Summarize(obj, conditions.Ready,
 		conditions.WithPositive("Available", "DatabaseReady"),
 		conditions.WithNegative(conditions.Degraded))
 	fmt.Println(c.Type, c.Status, c.Reason)

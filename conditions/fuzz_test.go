@@ -149,7 +149,7 @@ func FuzzSummary(f *testing.F) {
 				}
 			}
 		}
-		c, err := conditions.Summarize(g, conditions.WithPositive(positive...), conditions.WithNegative(negative...))
+		c, err := conditions.Summarize(g, conditions.Ready, conditions.WithPositive(positive...), conditions.WithNegative(negative...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,15 +10,6 @@ import (
 	"github.com/opkit/opkit/outcome"
 )
 
-// WithDefault sets the condition [Mirror] writes when the child has not
-// reported the mirrored type. The default default is Unknown with reason
-// NotYetReported and a message naming the child.
-func WithDefault(status metav1.ConditionStatus, reason, message string) Option {
-	return func(o *options) {
-		o.dflt = &metav1.Condition{Status: status, Reason: reason, Message: message}
-	}
-}
-
 // Mirror copies the child's condition childType into parent as targetType,
 // with [Set] (so parent's observedGeneration is parent's generation and
 // lastTransitionTime moves only when the mirrored status changes). The child
@@ -30,12 +21,12 @@ func WithDefault(status metav1.ConditionStatus, reason, message string) Option {
 // made valid with outcome.SanitizeReason (childType when nothing is left).
 // When the child has not reported childType (or has no status yet), the
 // [WithDefault] condition is written.
-func Mirror(parent, child client.Object, childType, targetType string, opts ...Option) error {
+func Mirror(parent, child client.Object, childType, targetType string, opts ...MirrorOption) error {
 	cs, err := List(child)
 	if err != nil {
 		return fmt.Errorf("conditions: mirror %s from %s: %w", targetType, describe(child), err)
 	}
-	o := buildOptions(opts)
+	o := newMirrorOptions(opts)
 	var c metav1.Condition
 	if i := indexOf(cs, childType); i >= 0 {
 		src := cs[i]
@@ -55,7 +46,11 @@ func Mirror(parent, child client.Object, childType, targetType string, opts ...O
 		}
 	}
 	c.Type = targetType
-	return Set(parent, c, opts...)
+	ps, err := StatusOf(parent)
+	if err != nil {
+		return err
+	}
+	return ps.set(c, o.setOptions)
 }
 
 func indexOf(cs []metav1.Condition, t string) int {

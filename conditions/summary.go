@@ -10,30 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// WithTarget names the condition [Summarize] computes (default Ready).
-func WithTarget(t string) Option { return func(o *options) { o.target = t } }
-
-// WithPositive adds positive-polarity sub-conditions for [Summarize]: True is
-// healthy, False is a fault, Unknown or missing is unknown.
-func WithPositive(types ...string) Option {
-	return func(o *options) { o.positive = append(o.positive, types...) }
-}
-
-// WithNegative adds negative-polarity sub-conditions for [Summarize] (e.g.
-// Degraded, Stalled): True is a fault, False or missing is healthy, Unknown
-// is unknown.
-func WithNegative(types ...string) Option {
-	return func(o *options) { o.negative = append(o.negative, types...) }
-}
-
-// WithTrueReason sets the reason [Summarize] gives a True target (default
-// "Succeeded").
-func WithTrueReason(reason string) Option { return func(o *options) { o.trueReason = reason } }
-
 // ErrNoSubConditions is returned by [Summarize] when no sub-conditions were given.
 var ErrNoSubConditions = errors.New("conditions: summary has no sub-conditions (use WithPositive or WithNegative)")
 
-// Summarize computes the target condition (WithTarget, default Ready) from
+// Summarize computes the condition of type target (usually [Ready]) from
 // the sub-conditions named with [WithPositive] and [WithNegative], without
 // changing obj. The rules:
 //
@@ -57,8 +37,8 @@ var ErrNoSubConditions = errors.New("conditions: summary has no sub-conditions (
 // It fails when no sub-conditions are given, when the target is also a
 // sub-condition, when a type is given both polarities, or when obj's
 // conditions cannot be read.
-func Summarize(obj client.Object, opts ...Option) (metav1.Condition, error) {
-	o := buildOptions(opts)
+func Summarize(obj client.Object, target string, opts ...SummaryOption) (metav1.Condition, error) {
+	o := newSummaryOptions(opts)
 	if len(o.positive)+len(o.negative) == 0 {
 		return metav1.Condition{}, ErrNoSubConditions
 	}
@@ -68,7 +48,7 @@ func Summarize(obj client.Object, opts ...Option) (metav1.Condition, error) {
 	}
 	subs := make([]string, 0, len(o.positive)+len(o.negative))
 	for _, t := range append(slices.Clone(o.positive), o.negative...) {
-		if t == o.target {
+		if t == target {
 			return metav1.Condition{}, fmt.Errorf("conditions: summary target %q is also one of its sub-conditions", t)
 		}
 		if negative[t] && slices.Contains(o.positive, t) {
@@ -118,7 +98,7 @@ func Summarize(obj client.Object, opts ...Option) (metav1.Condition, error) {
 			}
 		}
 	}
-	out := metav1.Condition{Type: o.target, Status: metav1.ConditionTrue, Reason: o.trueReason}
+	out := metav1.Condition{Type: target, Status: metav1.ConditionTrue, Reason: o.trueReason}
 	switch {
 	case len(faults) > 0:
 		out.Status, out.Reason = metav1.ConditionFalse, faultReason
@@ -136,12 +116,17 @@ func Summarize(obj client.Object, opts ...Option) (metav1.Condition, error) {
 	return out, nil
 }
 
-// SetSummary computes the target condition with [Summarize] and writes it
-// with [Set] (so lastTransitionTime moves only when its status changes).
-func SetSummary(obj client.Object, opts ...Option) error {
-	c, err := Summarize(obj, opts...)
+// SetSummary computes the condition of type target with [Summarize] and
+// writes it with [Set] (so lastTransitionTime moves only when its status
+// changes).
+func SetSummary(obj client.Object, target string, opts ...SummaryOption) error {
+	c, err := Summarize(obj, target, opts...)
 	if err != nil {
 		return err
 	}
-	return Set(obj, c, opts...)
+	s, err := StatusOf(obj)
+	if err != nil {
+		return err
+	}
+	return s.set(c, newSummaryOptions(opts).setOptions)
 }

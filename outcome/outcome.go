@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -170,14 +173,38 @@ func messageOf(e *classified) string {
 
 // Classify decides the class of err (see the package documentation for the
 // precedence of explicit wrappers). Errors without an explicit wrapper are
-// classified automatically:
+// classified automatically. API errors (apierrors.APIStatus) by their
+// metav1.StatusReason — this is opkit's one error table, and every opkit
+// package follows it:
 //
-//	API 409 Conflict (apierrors.IsConflict)                    Conflict            "Conflict"
-//	API 429 TooManyRequests                                    Transient           "TooManyRequests", RequeueAfter = Retry-After
-//	API 422 Invalid, 400 BadRequest                            Terminal            "Invalid", "BadRequest"
-//	API 403 Forbidden                                          Transient           "Forbidden"
-//	API 404 NotFound                                           Transient           "NotFound"
-//	any other API status (5xx, ServerTimeout, Timeout, ...)    Transient           the status reason, e.g. "InternalError"; RequeueAfter = Retry-After if given
+//	status reason (code)                 class        reason          why
+//	Conflict (409)                       Conflict     Conflict        a resourceVersion precondition failed: re-read shortly
+//	Invalid (422) from a JSON patch      Conflict     Conflict        its "test" failed or a path it removes is gone (no causes,
+//	  whose operations no longer apply                                the server's generic "rejected our request" message): the
+//	                                                                  object changed since it was read, as with a 409
+//	Invalid (422), any other             Terminal     Invalid         the object or request is invalid as written
+//	BadRequest (400)                     Terminal     BadRequest      the request is malformed
+//	MethodNotAllowed (405)               Terminal     MethodNotAllowed
+//	NotAcceptable (406)                  Terminal     NotAcceptable
+//	UnsupportedMediaType (415)           Terminal     UnsupportedMediaType
+//	RequestEntityTooLarge (413)          Terminal     RequestEntityTooLarge  only a smaller object helps
+//	AlreadyExists (409)                  Transient    AlreadyExists   a name taken by an object that may never go away: back off,
+//	                                                                  never a hot loop (ensure resolves its own creates' races)
+//	Unauthorized (401)                   Transient    Unauthorized    credentials are rotated outside the object
+//	Forbidden (403)                      Transient    Forbidden       RBAC, quota, a terminating namespace: fixed outside the object
+//	NotFound (404)                       Transient    NotFound        created independently, or the cache is behind
+//	Gone (410), Expired (410)            Transient    Gone, Expired   a watch or continue token expired: list again
+//	ServerTimeout, Timeout (504)         Transient    the reason
+//	TooManyRequests (429)                Transient    TooManyRequests RequeueAfter = Retry-After
+//	InternalError (500)                  Transient    InternalError
+//	ServiceUnavailable (503)             Transient    ServiceUnavailable
+//	StorageReadError (500)               Transient    StorageReadError
+//	no known reason                      by the code: the row of the reason the code means (409 Conflict, 422 Invalid, …);
+//	                                     Transient    APIError        for any other code
+//
+// A Transient API error that carries Retry-After gets RequeueAfter = that
+// delay. Other errors:
+//
 //	reconcile.TerminalError                                    Terminal            "TerminalError"
 //	context.DeadlineExceeded                                   Transient           "Timeout"
 //	context.Canceled                                           Transient           "Canceled"
@@ -214,27 +241,7 @@ func automatic(err error) Classification {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		c := transient(ReasonAPIError)
-		switch {
-		case apierrors.IsConflict(err):
-			return Classification{Class: ClassConflict, Reason: ReasonConflict, Message: err.Error(), RequeueAfter: ConflictRequeueAfter}
-		case apierrors.IsInvalid(err):
-			return Classification{Class: ClassTerminal, Reason: ReasonInvalid, Message: err.Error()}
-		case apierrors.IsBadRequest(err):
-			return Classification{Class: ClassTerminal, Reason: ReasonBadRequest, Message: err.Error()}
-		case apierrors.IsTooManyRequests(err):
-			c.Reason = ReasonTooManyRequests
-		case apierrors.IsForbidden(err):
-			c.Reason = ReasonForbidden
-		case apierrors.IsNotFound(err):
-			c.Reason = ReasonNotFound
-		default:
-			c.Reason = SanitizeReason(string(status.Status().Reason), ReasonAPIError)
-		}
-		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
-			c.RequeueAfter = time.Duration(s) * time.Second
-		}
-		return c
+		return apiStatus(err, status.Status())
 	}
 	var netErr net.Error
 	switch {
@@ -249,6 +256,92 @@ func automatic(err error) Classification {
 		return transient(ReasonNetworkError)
 	}
 	return transient(ReasonTransientError)
+}
+
+// apiClasses is outcome's one error table for the API server's status
+// reasons (metav1.StatusReason). Every opkit package classifies API errors
+// through it; [Classify] documents each row.
+var apiClasses = map[metav1.StatusReason]Class{
+	metav1.StatusReasonConflict:              ClassConflict,
+	metav1.StatusReasonInvalid:               ClassTerminal,
+	metav1.StatusReasonBadRequest:            ClassTerminal,
+	metav1.StatusReasonMethodNotAllowed:      ClassTerminal,
+	metav1.StatusReasonNotAcceptable:         ClassTerminal,
+	metav1.StatusReasonUnsupportedMediaType:  ClassTerminal,
+	metav1.StatusReasonRequestEntityTooLarge: ClassTerminal,
+	metav1.StatusReasonAlreadyExists:         ClassTransient,
+	metav1.StatusReasonUnauthorized:          ClassTransient,
+	metav1.StatusReasonForbidden:             ClassTransient,
+	metav1.StatusReasonNotFound:              ClassTransient,
+	metav1.StatusReasonGone:                  ClassTransient,
+	metav1.StatusReasonExpired:               ClassTransient,
+	metav1.StatusReasonServerTimeout:         ClassTransient,
+	metav1.StatusReasonTimeout:               ClassTransient,
+	metav1.StatusReasonTooManyRequests:       ClassTransient,
+	metav1.StatusReasonInternalError:         ClassTransient,
+	metav1.StatusReasonServiceUnavailable:    ClassTransient,
+	metav1.StatusReasonStoreReadError:        ClassTransient,
+}
+
+// reasonsByCode gives a status that carries no known reason the reason its
+// code means, as apierrors' Is… predicates do.
+var reasonsByCode = map[int32]metav1.StatusReason{
+	http.StatusConflict:              metav1.StatusReasonConflict,
+	http.StatusUnprocessableEntity:   metav1.StatusReasonInvalid,
+	http.StatusBadRequest:            metav1.StatusReasonBadRequest,
+	http.StatusUnauthorized:          metav1.StatusReasonUnauthorized,
+	http.StatusForbidden:             metav1.StatusReasonForbidden,
+	http.StatusNotFound:              metav1.StatusReasonNotFound,
+	http.StatusGone:                  metav1.StatusReasonGone,
+	http.StatusMethodNotAllowed:      metav1.StatusReasonMethodNotAllowed,
+	http.StatusNotAcceptable:         metav1.StatusReasonNotAcceptable,
+	http.StatusRequestEntityTooLarge: metav1.StatusReasonRequestEntityTooLarge,
+	http.StatusUnsupportedMediaType:  metav1.StatusReasonUnsupportedMediaType,
+	http.StatusTooManyRequests:       metav1.StatusReasonTooManyRequests,
+	http.StatusInternalServerError:   metav1.StatusReasonInternalError,
+	http.StatusServiceUnavailable:    metav1.StatusReasonServiceUnavailable,
+	http.StatusGatewayTimeout:        metav1.StatusReasonTimeout,
+}
+
+func apiStatus(err error, s metav1.Status) Classification {
+	reason := s.Reason
+	if _, known := apiClasses[reason]; !known {
+		if r, ok := reasonsByCode[s.Code]; ok {
+			reason = r
+		}
+	}
+	c := Classification{Class: ClassTransient, Reason: SanitizeReason(string(reason), ReasonAPIError), Message: err.Error()}
+	if class, ok := apiClasses[reason]; ok {
+		c.Class = class
+	}
+	if isPatchPreconditionFailed(s) {
+		c.Class, c.Reason = ClassConflict, ReasonConflict
+	}
+	switch c.Class {
+	case ClassConflict:
+		c.RequeueAfter = ConflictRequeueAfter
+	case ClassTransient:
+		if d, ok := apierrors.SuggestsClientDelay(err); ok && d > 0 {
+			c.RequeueAfter = time.Duration(d) * time.Second
+		}
+	}
+	return c
+}
+
+// patchNotApplicable is the message the API server gives (with code 422,
+// reason Invalid and no causes) when a JSON patch's operations do not apply
+// to the object as it now is: a "test" operation failed, or a path the
+// patch removes or replaces is gone (apiserver's patch handler turns the
+// json-patch error into NewGenericServerResponse(422, …), which drops the
+// detail). Validation failures, by contrast, carry causes with field paths.
+const patchNotApplicable = "the server rejected our request due to an error in our request"
+
+// isPatchPreconditionFailed reports a 422 that says a JSON patch's
+// preconditions no longer hold: another writer changed the object since it
+// was read, exactly what a 409 says of a resourceVersion.
+func isPatchPreconditionFailed(s metav1.Status) bool {
+	return s.Code == http.StatusUnprocessableEntity && s.Reason == metav1.StatusReasonInvalid &&
+		strings.HasPrefix(s.Message, patchNotApplicable) && (s.Details == nil || len(s.Details.Causes) == 0)
 }
 
 // Result turns err into what a Reconcile method returns (see the package

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"syscall"
 	"testing"
@@ -251,5 +252,69 @@ func TestClassString(t *testing.T) {
 		if c.String() != s {
 			t.Errorf("%d.String() = %q, want %q", int(c), c.String(), s)
 		}
+	}
+}
+
+// TestEveryAPIStatusReasonHasAClass walks every metav1.StatusReason the API
+// defines: the table in Classify's documentation is the code's table.
+func TestEveryAPIStatusReasonHasAClass(t *testing.T) {
+	want := map[metav1.StatusReason]outcome.Class{
+		metav1.StatusReasonUnauthorized:          outcome.ClassTransient,
+		metav1.StatusReasonForbidden:             outcome.ClassTransient,
+		metav1.StatusReasonNotFound:              outcome.ClassTransient,
+		metav1.StatusReasonAlreadyExists:         outcome.ClassTransient,
+		metav1.StatusReasonConflict:              outcome.ClassConflict,
+		metav1.StatusReasonGone:                  outcome.ClassTransient,
+		metav1.StatusReasonInvalid:               outcome.ClassTerminal,
+		metav1.StatusReasonServerTimeout:         outcome.ClassTransient,
+		metav1.StatusReasonStoreReadError:        outcome.ClassTransient,
+		metav1.StatusReasonTimeout:               outcome.ClassTransient,
+		metav1.StatusReasonTooManyRequests:       outcome.ClassTransient,
+		metav1.StatusReasonBadRequest:            outcome.ClassTerminal,
+		metav1.StatusReasonMethodNotAllowed:      outcome.ClassTerminal,
+		metav1.StatusReasonNotAcceptable:         outcome.ClassTerminal,
+		metav1.StatusReasonRequestEntityTooLarge: outcome.ClassTerminal,
+		metav1.StatusReasonUnsupportedMediaType:  outcome.ClassTerminal,
+		metav1.StatusReasonInternalError:         outcome.ClassTransient,
+		metav1.StatusReasonExpired:               outcome.ClassTransient,
+		metav1.StatusReasonServiceUnavailable:    outcome.ClassTransient,
+	}
+	for reason, class := range want {
+		err := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Reason: reason, Message: "m",
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: "FieldValueInvalid", Field: "spec.x"}}}}}
+		c := outcome.Classify(fmt.Errorf("wrapped: %w", err))
+		if c.Class != class || c.Reason != string(reason) {
+			t.Errorf("%s: %s/%s, want %s/%s", reason, c.Class, c.Reason, class, reason)
+		}
+		if (c.Class == outcome.ClassConflict) != (c.RequeueAfter == outcome.ConflictRequeueAfter) {
+			t.Errorf("%s: RequeueAfter %s", reason, c.RequeueAfter)
+		}
+	}
+	for code, want := range map[int32]outcome.Classification{
+		422: {Class: outcome.ClassTerminal, Reason: "Invalid"},
+		405: {Class: outcome.ClassTerminal, Reason: "MethodNotAllowed"},
+		404: {Class: outcome.ClassTransient, Reason: "NotFound"},
+		408: {Class: outcome.ClassTransient, Reason: outcome.ReasonAPIError},
+		502: {Class: outcome.ClassTransient, Reason: outcome.ReasonAPIError},
+	} {
+		err := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Message: "m"}}
+		if c := outcome.Classify(err); c.Class != want.Class || c.Reason != want.Reason {
+			t.Errorf("no reason, code %d: %s/%s, want %s/%s", code, c.Class, c.Reason, want.Class, want.Reason)
+		}
+	}
+}
+
+// TestJSONPatchPreconditionIsAConflict: the API server answers a JSON patch
+// whose "test" no longer holds with the status NewGenericServerResponse(422)
+// builds (no causes); that is a lost race, not an invalid object. A 422 with
+// field causes stays Terminal.
+func TestJSONPatchPreconditionIsAConflict(t *testing.T) {
+	lost := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "testing value /metadata/uid failed: test failed", 0, false)
+	if c := outcome.Classify(lost); c.Class != outcome.ClassConflict || c.Reason != outcome.ReasonConflict {
+		t.Fatalf("failed JSON-patch test: %s/%s, want Conflict", c.Class, c.Reason)
+	}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Widget"}, "w", field.ErrorList{field.Invalid(field.NewPath("spec", "size"), -1, "must be >= 0")})
+	if c := outcome.Classify(invalid); c.Class != outcome.ClassTerminal || c.Reason != outcome.ReasonInvalid {
+		t.Fatalf("invalid object: %s/%s, want Terminal/Invalid", c.Class, c.Reason)
 	}
 }

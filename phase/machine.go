@@ -67,7 +67,6 @@ type machineCore struct {
 	order    []*phaseSpec
 	specs    map[Phase]*phaseSpec
 	deletion *phaseSpec
-	layouts  layoutCache
 
 	mu     sync.Mutex
 	recent map[types.UID]recentTransition
@@ -154,7 +153,7 @@ func (m *Machine[T]) Current(obj T) (Phase, time.Time, error) {
 	if isNil(obj) {
 		return "", time.Time{}, errors.New("phase: nil object")
 	}
-	f, err := m.c.fieldsFor(obj)
+	f, _, err := m.c.fieldsFor(obj)
 	if err != nil {
 		return "", time.Time{}, m.c.wrap(obj, err)
 	}
@@ -218,7 +217,7 @@ func (m *Machine[T]) Step(ctx context.Context, obj T) (Result, error) {
 		return Result{}, errors.New("phase: Step on a nil object")
 	}
 	c := m.c
-	f, err := c.fieldsFor(obj)
+	f, st, err := c.fieldsFor(obj)
 	if err != nil {
 		return Result{}, c.wrap(obj, err)
 	}
@@ -226,7 +225,7 @@ func (m *Machine[T]) Step(ctx context.Context, obj T) (Result, error) {
 	if err != nil {
 		return Result{}, c.wrap(obj, err)
 	}
-	s := &step[T]{m: m, obj: obj, f: f, cur: cur, entered: entered, now: c.opts.clock.Now(),
+	s := &step[T]{m: m, obj: obj, st: st, f: f, cur: cur, entered: entered, now: c.opts.clock.Now(),
 		res: Result{From: cur, Phase: cur}}
 	if c.staleRead(obj.GetUID(), cur, s.now) {
 		s.res.StaleRead = true
@@ -293,6 +292,7 @@ func (m *Machine[T]) Step(ctx context.Context, obj T) (Result, error) {
 type step[T client.Object] struct {
 	m       *Machine[T]
 	obj     T
+	st      *conditions.Status
 	f       *fields
 	cur     Phase
 	entered time.Time
@@ -309,7 +309,7 @@ type move struct {
 	noGuard     bool
 }
 
-func (s *step[T]) copts() conditions.Option { return conditions.WithClock(s.m.c.opts.clock) }
+func (s *step[T]) copts() conditions.ClockOption { return conditions.WithClock(s.m.c.opts.clock) }
 
 // enteredNow is the clock's time as the API stores it (whole seconds), so the
 // in-memory entered-at time equals the persisted one.
@@ -363,8 +363,8 @@ func (s *step[T]) awaitApproval(to Phase) (Result, error) {
 	}
 	msg := fmt.Sprintf("%s: transition %s -> %s requires approval: add the annotation %s=%s (kubectl annotate %s %s=%s)",
 		c.name, from, to, ApproveAnnotation, to, ref, ApproveAnnotation, to)
-	prev := conditions.Get(s.obj, conditions.Reconciling)
-	if err := conditions.MarkReconciling(s.obj, ReasonAwaitingApproval, msg, s.copts()); err != nil {
+	prev := s.st.Get(conditions.Reconciling)
+	if err := s.st.MarkReconciling(ReasonAwaitingApproval, msg, s.copts()); err != nil {
 		return s.res, c.wrap(s.obj, err)
 	}
 	if prev == nil || prev.Reason != ReasonAwaitingApproval || prev.Message != msg {
@@ -393,7 +393,7 @@ func (s *step[T]) deleting(ctx context.Context) (Result, error) {
 		return s.transition(d.name, move{reason: string(d.name), noGuard: true,
 			message: fmt.Sprintf("%s: the object is being deleted; moved from %s to %s", c.name, from, d.name)})
 	}
-	if r := conditions.Get(s.obj, conditions.Reconciling); r != nil && r.Status == metav1.ConditionTrue && r.Reason == ReasonDeletionHandled {
+	if r := s.st.Get(conditions.Reconciling); r != nil && r.Status == metav1.ConditionTrue && r.Reason == ReasonDeletionHandled {
 		s.res.DeletionHandled = true
 		return s.res, nil
 	}
@@ -407,7 +407,7 @@ func (s *step[T]) deleting(ctx context.Context) (Result, error) {
 		if msg == "" {
 			msg = fmt.Sprintf("%s: the %s handler has finished; finalizers may proceed", c.name, d.name)
 		}
-		if err := conditions.MarkReconciling(s.obj, ReasonDeletionHandled, msg, s.copts()); err != nil {
+		if err := s.st.MarkReconciling(ReasonDeletionHandled, msg, s.copts()); err != nil {
 			return s.res, c.wrap(s.obj, err)
 		}
 		s.event(corev1.EventTypeNormal, ReasonDeletionHandled, "Delete", msg)
@@ -426,7 +426,7 @@ func (s *step[T]) deleting(ctx context.Context) (Result, error) {
 func (s *step[T]) handlerError(herr error) (Result, error) {
 	c := s.m.c
 	err := fmt.Errorf("phase: %s: machine %s, phase %s: %w", objectKey(s.obj), c.name, s.cur, herr)
-	if aerr := conditions.ApplyOutcome(s.obj, herr, s.copts()); aerr != nil {
+	if aerr := s.st.ApplyOutcome(herr, s.copts()); aerr != nil {
 		err = errors.Join(err, c.wrap(s.obj, aerr))
 	}
 	return s.res, err
@@ -453,7 +453,7 @@ func (s *step[T]) refuse(out Outcome, spec *phaseSpec) (Result, error) {
 			c.name, s.cur, out.next, s.cur, declared)
 	}
 	err := reconcile.TerminalError(fmt.Errorf("phase: %s: %w: %s", objectKey(s.obj), ErrTransitionRefused, msg))
-	if merr := conditions.MarkStalled(s.obj, ReasonTransitionRefused, msg, s.copts()); merr != nil {
+	if merr := s.st.MarkStalled(ReasonTransitionRefused, msg, s.copts()); merr != nil {
 		return s.res, errors.Join(err, c.wrap(s.obj, merr))
 	}
 	s.event(corev1.EventTypeWarning, ReasonTransitionRefused, "Transition", msg)
@@ -486,39 +486,39 @@ func (s *step[T]) assertKind(spec *phaseSpec, message string) error {
 }
 
 func (s *step[T]) applyKind(k Kind, reason, message string, force bool) error {
-	obj := s.obj
-	if !force && satisfied(obj, k) {
+	obj, st := s.obj, s.st
+	if !force && satisfied(st, obj.GetGeneration(), k) {
 		return nil
 	}
 	o := s.copts()
 	var err error
 	clearDegraded := func() error {
-		if conditions.IsTrue(obj, conditions.Degraded) {
-			return conditions.Set(obj, metav1.Condition{Type: conditions.Degraded, Status: metav1.ConditionFalse, Reason: reason, Message: message}, o)
+		if st.IsTrue(conditions.Degraded) {
+			return st.Set(metav1.Condition{Type: conditions.Degraded, Status: metav1.ConditionFalse, Reason: reason, Message: message}, o)
 		}
 		return nil
 	}
 	notReady := metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionFalse, Reason: reason, Message: message}
 	switch k {
 	case KindProgressing:
-		if err = conditions.Set(obj, notReady, o); err == nil {
-			if err = conditions.MarkReconciling(obj, reason, message, o); err == nil {
+		if err = st.Set(notReady, o); err == nil {
+			if err = st.MarkReconciling(reason, message, o); err == nil {
 				err = clearDegraded()
 			}
 		}
 	case KindReady:
-		if err = conditions.MarkReady(obj, reason, message, o); err == nil {
+		if err = st.MarkReady(reason, message, o); err == nil {
 			err = clearDegraded()
 		}
 	case KindDegraded:
-		if err = conditions.Set(obj, metav1.Condition{Type: conditions.Degraded, Status: metav1.ConditionTrue, Reason: reason, Message: message}, o); err == nil {
-			if err = conditions.Set(obj, notReady, o); err == nil {
+		if err = st.Set(metav1.Condition{Type: conditions.Degraded, Status: metav1.ConditionTrue, Reason: reason, Message: message}, o); err == nil {
+			if err = st.Set(notReady, o); err == nil {
 				// Success removes Reconciling and Stalled and records observedGeneration.
-				err = conditions.ApplyOutcome(obj, nil, o)
+				err = st.ApplyOutcome(nil, o)
 			}
 		}
 	case KindFailed:
-		err = conditions.MarkStalled(obj, reason, message, o)
+		err = st.MarkStalled(reason, message, o)
 	}
 	if err != nil {
 		return s.m.c.wrap(obj, err)
@@ -526,16 +526,15 @@ func (s *step[T]) applyKind(k Kind, reason, message string, force bool) error {
 	return nil
 }
 
-// satisfied reports whether obj's standard conditions already say what kind
-// k says, for obj's current generation.
-func satisfied(obj client.Object, k Kind) bool {
-	gen := obj.GetGeneration()
-	is := func(t string, st metav1.ConditionStatus) bool {
-		c := conditions.Get(obj, t)
-		return c != nil && c.Status == st && c.ObservedGeneration == gen
+// satisfied reports whether the object's standard conditions already say what kind
+// k says, for generation gen.
+func satisfied(st *conditions.Status, gen int64, k Kind) bool {
+	is := func(t string, want metav1.ConditionStatus) bool {
+		c := st.Get(t)
+		return c != nil && c.Status == want && c.ObservedGeneration == gen
 	}
-	absent := func(t string) bool { return conditions.Get(obj, t) == nil }
-	notDegraded := !conditions.IsTrue(obj, conditions.Degraded)
+	absent := func(t string) bool { return st.Get(t) == nil }
+	notDegraded := !st.IsTrue(conditions.Degraded)
 	switch k {
 	case KindProgressing:
 		return is(conditions.Reconciling, metav1.ConditionTrue) && is(conditions.Ready, metav1.ConditionFalse) &&

@@ -39,7 +39,7 @@
 //			return []client.Object{configMap(app), deployment(app), service(app)}, nil
 //		}).
 //		Status(func(ctx context.Context, app *v1.WebApp, r reconciler.Observed) error {
-//			return conditions.SetSummary(app, conditions.WithPositive("Available"))
+//			return conditions.SetSummary(app, conditions.Ready, conditions.WithPositive("Available"))
 //		}).
 //		Observability(obs).
 //		Complete()

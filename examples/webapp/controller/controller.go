@@ -184,7 +184,7 @@ func status(ctx context.Context, reg *registry.Registry, app *webappv1.WebApp, o
 		conditions.WithDefault(metav1.ConditionUnknown, conditions.ReasonNotYetReported, "the Deployment has not reported Available yet")); err != nil {
 		return err
 	}
-	if err := conditions.SetSummary(app, conditions.WithPositive(ConditionAvailable), conditions.WithNegative(conditions.Degraded)); err != nil {
+	if err := conditions.SetSummary(app, conditions.Ready, conditions.WithPositive(ConditionAvailable), conditions.WithNegative(conditions.Degraded)); err != nil {
 		return err
 	}
 	// Unset replicas belong to whoever scales the Deployment (an autoscaler).
