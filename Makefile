@@ -9,8 +9,15 @@ CONTROLLER_GEN := bin/controller-gen
 # user cache (~10-15 min cold on 2 cores, instant afterwards).
 ASSETS_CMD := $(GO) run ./cmd/opkit-assets
 TEST_FLAGS ?= -race -count=1 -timeout 30m
+# Go modules in this repository. `./...` stops at a nested go.mod, so every
+# target that vets, lints or tests code runs once per module in CODE_MODULES
+# (the library; observability/otlp is its own module so that gRPC and the OTLP
+# exporter stay out of the library's consumers' module graphs). tools/ only
+# pins dev tools: it is tidy-checked, not tested.
+CODE_MODULES := . observability/otlp
+MODULES := $(CODE_MODULES) tools
 
-.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check vet lint demo clean help
+.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check tidy-check vet lint demo clean help
 
 all: test
 
@@ -20,23 +27,32 @@ help: ## list targets
 assets: ## build (or find) the control-plane binaries; prints their directory
 	@$(ASSETS_CMD)
 
-test: fmt-check verify-generated vet lint promtool ## everything CI runs: format, vet, lint, then all tests with -race on a real control plane
+test: fmt-check tidy-check verify-generated vet lint promtool ## everything CI runs: format, go.mod tidiness, vet, lint, then all tests of every module with -race on a real control plane
 	@dir=$$($(ASSETS_CMD)); echo "control-plane binaries: $$dir"; \
-	KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...
+	for m in $(CODE_MODULES); do \
+		echo "go test $$m"; (cd $$m && KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...); \
+	done
 
 fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
-	$(GO) vet ./...
+tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module (root, observability/otlp, tools)
+	@for m in $(MODULES); do \
+		if ! out=$$(cd $$m && $(GO) mod tidy -diff 2>&1); then \
+			echo "$$m: go.mod/go.sum not tidy; run 'cd $$m && go mod tidy' and commit:"; echo "$$out"; exit 1; \
+		fi; \
+	done
+
+vet: ## go vet, every module
+	@for m in $(CODE_MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet ./...); done
 
 $(GOLANGCI_LINT): tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && $(GO) build -o $(CURDIR)/$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-lint: $(GOLANGCI_LINT) ## golangci-lint v2 (pinned in tools/go.mod)
-	$(GOLANGCI_LINT) run ./...
+lint: $(GOLANGCI_LINT) ## golangci-lint v2 (pinned in tools/go.mod), every module
+	@for m in $(CODE_MODULES); do echo "golangci-lint $$m"; (cd $$m && $(CURDIR)/$(GOLANGCI_LINT) run ./...); done
 
 demo: ## run the webapp example operator on an embedded control plane (Ctrl-C to stop)
 	$(GO) run ./examples/webapp $(DEMO_FLAGS)
@@ -74,4 +90,4 @@ bench-quick: ## the same benchmark with small numbers (< 3 min), a smoke run; re
 
 vulncheck: ## govulncheck (pinned in tools/); needs network access to vuln.go.dev, so CI does not run it
 	cd tools && $(GO) build -o $(CURDIR)/bin/govulncheck golang.org/x/vuln/cmd/govulncheck
-	bin/govulncheck ./...
+	@for m in $(CODE_MODULES); do echo "govulncheck $$m"; (cd $$m && $(CURDIR)/bin/govulncheck ./...); done
