@@ -18,7 +18,7 @@
 //  2. Removed only when cleanup is done. N is removed only after every step,
 //     in order, has returned [Done] — which a step must return only once the
 //     external thing is verified gone. Errors, panics (recovered, reported
-//     with the step name), [Pending] results, blocked destructive steps and
+//     with the step name), [RequeueAfter] results, blocked destructive steps and
 //     passed deadlines all keep N. Nothing here removes N silently.
 //  3. Progress survives restarts. Finished steps are recorded in
 //     [ProgressAnnotation] on the object whenever a reconcile ends with N
@@ -53,6 +53,16 @@
 //     call per process. Cleanup continues; N stays.
 //  8. Gone is fine. A 404 (or another UID under the name) ends the work with
 //     no error.
+//  9. Conditions on any object, with no per-type code. The conditions of
+//     guarantees 6 and 7 (and FinalizerCleanup=False, reason CleanupFailed,
+//     for a failing step) are written through opkit's one status accessor,
+//     github.com/opkit/opkit/conditions.Status, so every object whose
+//     status.conditions is []metav1.Condition (typed, found by reflection),
+//     unstructured content, or a conditions.Accessor gets them;
+//     [WithoutConditions] turns them off. Errors are classified by
+//     github.com/opkit/opkit/outcome's one table: a lost race (409, or a
+//     JSON patch whose test no longer holds) is re-read and retried, any
+//     other error is returned.
 //
 // Assumptions: the object is not edited to remove N by hand while cleanup
 // runs (that deletes it without cleanup, which the API allows); conditions
@@ -70,7 +80,6 @@
 //		finalizer.WithAPIReader(mgr.GetAPIReader()),
 //		finalizer.WithEventRecorder(mgr.GetEventRecorder("volume-controller")),
 //		finalizer.WithDeadline(30*time.Minute),
-//		finalizer.WithConditions(func(v *v1.Volume) *[]metav1.Condition { return &v.Status.Conditions }),
 //	)
 //
 //	func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -99,7 +108,7 @@
 //				return finalizer.StepResult{}, err
 //			}
 //		}
-//		return finalizer.Pending(15 * time.Second), nil // check again later
+//		return finalizer.RequeueAfter(15 * time.Second), nil // check again later
 //	}
 //
 // Dependents that ownerReferences cannot express — in another namespace, or

@@ -106,7 +106,7 @@ func Example_crossNamespaceDependents() {
 				}
 			}
 			if left > 0 {
-				return finalizer.Pending(5 * time.Second), nil // verify on the next pass
+				return finalizer.RequeueAfter(5 * time.Second), nil // verify on the next pass
 			}
 			return finalizer.Done(), nil
 		}))

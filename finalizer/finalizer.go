@@ -9,10 +9,9 @@ import (
 	"time"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -38,24 +37,22 @@ const (
 	// written on a deletion that goes smoothly.
 	ConditionCleanup = "FinalizerCleanup"
 
-	// ConditionStalled is the kstatus "Stalled" condition, set to True with
-	// reason [ReasonStuckDeleting] once the deletion deadline has passed.
-	ConditionStalled = "Stalled"
-
 	// ReasonCleanupFailed: a step returned an error or panicked.
 	ReasonCleanupFailed = "CleanupFailed"
-	// ReasonDeletionBlocked: a destructive step waits for [AllowDataLossAnnotation].
+	// ReasonDeletionBlocked: a destructive step waits for
+	// [AllowDataLossAnnotation] (the reason of [ConditionCleanup]=False).
 	ReasonDeletionBlocked = "DeletionBlocked"
 	// ReasonCleanupInProgress: cleanup recovered from a failure and continues.
 	ReasonCleanupInProgress = "CleanupInProgress"
 	// ReasonStuckDeleting: cleanup has not finished within the deadline
-	// (see [WithDeadline]), counted from metadata.deletionTimestamp.
+	// (see [WithDeadline]), counted from metadata.deletionTimestamp; the
+	// reason of kstatus's Stalled=True (conditions.Stalled).
 	ReasonStuckDeleting = "StuckDeleting"
 )
 
 // Default timings, overridable with options.
 const (
-	// DefaultPendingRequeue is used when a step reports [Pending] with no delay.
+	// DefaultPendingRequeue is used when a step reports [RequeueAfter] with no delay.
 	DefaultPendingRequeue = 10 * time.Second
 	// DefaultBlockedRequeue is how long a blocked destructive step waits
 	// before it is looked at again when no event arrives meanwhile.
@@ -79,9 +76,10 @@ type StepResult struct {
 // Done reports that a step's external resource is gone.
 func Done() StepResult { return StepResult{Done: true} }
 
-// Pending reports that deletion is under way but not verified; the step runs
-// again after d (0: the Finalizer's default).
-func Pending(d time.Duration) StepResult { return StepResult{RequeueAfter: d} }
+// RequeueAfter reports that deletion is under way but not verified: the step
+// is not done and runs again after d (0: the Finalizer's default, see
+// [WithPendingRequeue]). phase.RequeueAfter means the same for a phase.
+func RequeueAfter(d time.Duration) StepResult { return StepResult{RequeueAfter: d} }
 
 // CleanupFunc is one cleanup step. It is called only for an object that is
 // being deleted and still carries the finalizer, and must be idempotent (see
@@ -89,12 +87,6 @@ func Pending(d time.Duration) StepResult { return StepResult{RequeueAfter: d} }
 // error means "failed, retry with backoff"; a panic is recovered and treated
 // as an error.
 type CleanupFunc[T client.Object] func(ctx context.Context, obj T) (StepResult, error)
-
-// EventRecorder emits events. controller-runtime's manager.GetEventRecorder
-// (events.k8s.io/v1) and client-go's tools/events recorders satisfy it.
-type EventRecorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
 
 // Observer receives measurements. Implementations must be safe for
 // concurrent use and fast; they are called synchronously from Reconcile.
@@ -123,16 +115,8 @@ func (NopObserver) StuckDeletion(client.Object, string, time.Duration) {}
 // Finalized does nothing.
 func (NopObserver) Finalized(client.Object, time.Duration) {}
 
-// ConditionsObject is implemented by API types whose status holds
-// []metav1.Condition; such objects get conditions without [WithConditions].
-type ConditionsObject interface {
-	GetConditions() []metav1.Condition
-	SetConditions([]metav1.Condition)
-}
-
-// Option configures [New]. Options that carry the object type ([WithStep],
-// [WithConditions]) must use the same type as New; a mismatch is an error
-// from New.
+// Option configures [New]. Options that carry the object type ([WithStep])
+// must use the same type as New; a mismatch is an error from New.
 type Option interface {
 	apply(target builder) error
 }
@@ -144,7 +128,7 @@ type builder interface {
 
 type settings struct {
 	reader          client.Reader
-	recorder        EventRecorder
+	recorder        events.EventRecorder
 	observer        Observer
 	clock           clock.PassiveClock
 	deadline        time.Duration
@@ -167,9 +151,10 @@ func WithAPIReader(r client.Reader) Option {
 }
 
 // WithEventRecorder makes the Finalizer emit Warning events (reasons
-// CleanupFailed, DeletionBlocked, StuckDeleting). Without it no events are
-// emitted.
-func WithEventRecorder(r EventRecorder) Option {
+// CleanupFailed, DeletionBlocked, StuckDeleting) through r, client-go's
+// events.EventRecorder (manager.GetEventRecorder, or opkit's deduplicating
+// observability.Recorder around one). Without it no events are emitted.
+func WithEventRecorder(r events.EventRecorder) Option {
 	return commonOption(func(s *settings) { s.recorder = r })
 }
 
@@ -192,7 +177,7 @@ func WithDeadline(d time.Duration) Option {
 	return commonOption(func(s *settings) { s.deadline = d })
 }
 
-// WithPendingRequeue sets the delay used when a step returns Pending(0).
+// WithPendingRequeue sets the delay used when a step returns RequeueAfter(0).
 func WithPendingRequeue(d time.Duration) Option {
 	return commonOption(func(s *settings) { s.pendingRequeue = d })
 }
@@ -217,8 +202,13 @@ func WithCheckpointEveryStep() Option {
 	return commonOption(func(s *settings) { s.checkpointAll = true })
 }
 
-// WithoutConditions disables condition writes even when the object type has
-// conditions.
+// WithoutConditions disables condition writes even when the object has
+// conditions. By default the Finalizer writes its conditions
+// ([ConditionCleanup], with reasons CleanupFailed, DeletionBlocked and
+// CleanupInProgress, and Stalled with reason StuckDeleting) into any object whose
+// conditions github.com/opkit/opkit/conditions can write — a typed
+// status.conditions []metav1.Condition, unstructured content, or a
+// conditions.Accessor — and into no other.
 func WithoutConditions() Option {
 	return commonOption(func(s *settings) { s.conditionsWrite = false })
 }
@@ -271,44 +261,6 @@ func WithStep[T client.Object](name string, run CleanupFunc[T], opts ...StepOpti
 	return stepOption[T]{s: s}
 }
 
-type conditionsOption[T client.Object] struct {
-	get func(T) *[]metav1.Condition
-}
-
-func (o conditionsOption[T]) apply(b builder) error {
-	f, ok := b.(*Finalizer[T])
-	if !ok {
-		return fmt.Errorf("conditions accessor is for %T, but the finalizer is for %s", *new(T), b.objectType())
-	}
-	get := o.get
-	f.conds = &condAccess[T]{
-		get: func(obj T) []metav1.Condition {
-			if p := get(obj); p != nil {
-				return *p
-			}
-			return nil
-		},
-		set: func(obj T, c []metav1.Condition) {
-			if p := get(obj); p != nil {
-				*p = c
-			}
-		},
-	}
-	return nil
-}
-
-type condAccess[T client.Object] struct {
-	get func(T) []metav1.Condition
-	set func(T, []metav1.Condition)
-}
-
-// WithConditions tells the Finalizer where obj's status conditions are. They
-// are written through the status subresource with an optimistic lock. Types
-// implementing [ConditionsObject] need not use it.
-func WithConditions[T client.Object](get func(obj T) *[]metav1.Condition) Option {
-	return conditionsOption[T]{get: get}
-}
-
 // Finalizer adds one finalizer to objects of type T and, when they are
 // deleted, runs its cleanup steps and removes it. It is safe for concurrent
 // use by many reconcile workers (on different objects, as controller-runtime
@@ -317,7 +269,6 @@ type Finalizer[T client.Object] struct {
 	name   string
 	client client.Client
 	steps  []step[T]
-	conds  *condAccess[T]
 	settings
 
 	mu         sync.Mutex
@@ -393,18 +344,6 @@ func New[T client.Object](c client.Client, name string, opts ...Option) (*Finali
 	}
 	if f.reader == nil || f.observer == nil || f.clock == nil {
 		errs = append(errs, errors.New("nil reader, observer or clock"))
-	}
-	if f.conds == nil {
-		var zero T
-		if _, ok := any(zero).(ConditionsObject); ok {
-			f.conds = &condAccess[T]{
-				get: func(obj T) []metav1.Condition { return any(obj).(ConditionsObject).GetConditions() },
-				set: func(obj T, c []metav1.Condition) { any(obj).(ConditionsObject).SetConditions(c) },
-			}
-		}
-	}
-	if !f.conditionsWrite {
-		f.conds = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("finalizer %s: %w", name, err)

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/finalizer"
 )
 
@@ -250,13 +251,13 @@ func TestRestartResumesAtNextStep(t *testing.T) {
 				if detachDone {
 					return finalizer.Done(), nil
 				}
-				return finalizer.Pending(time.Second), nil
+				return finalizer.RequeueAfter(time.Second), nil
 			}),
 			step[*Gadget](s, "delete", func(int) (finalizer.StepResult, error) {
 				if deleteDone {
 					return finalizer.Done(), nil
 				}
-				return finalizer.Pending(time.Second), nil
+				return finalizer.RequeueAfter(time.Second), nil
 			}),
 		)
 		if err != nil {
@@ -421,7 +422,7 @@ func TestPanickingStepIsAnErrorAndKeepsFinalizer(t *testing.T) {
 			if calls++; calls == 1 {
 				panic("boom")
 			}
-			return finalizer.Pending(time.Minute), nil
+			return finalizer.RequeueAfter(time.Minute), nil
 		}))
 	if err != nil {
 		t.Fatal(err)
@@ -494,7 +495,7 @@ func TestStuckDeletionPastDeadline(t *testing.T) {
 	if _, err := f.Reconcile(ctx, get(t, g)); err == nil {
 		t.Fatal("want the step error")
 	}
-	if c := findCondition(get(t, g), finalizer.ConditionStalled); c != nil {
+	if c := findCondition(get(t, g), conditions.Stalled); c != nil {
 		t.Fatalf("Stalled before the deadline: %+v", c)
 	}
 	clk.SetTime(get(t, g).DeletionTimestamp.Add(11 * time.Minute))
@@ -504,7 +505,7 @@ func TestStuckDeletionPastDeadline(t *testing.T) {
 		}
 	}
 	got := get(t, &Gadget{ObjectMeta: g.ObjectMeta})
-	c := findCondition(got, finalizer.ConditionStalled)
+	c := findCondition(got, conditions.Stalled)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != finalizer.ReasonStuckDeleting ||
 		!strings.Contains(c.Message, `"drain"`) || !strings.Contains(c.Message, "node still has pods") {
 		t.Fatalf("Stalled condition %+v", c)
@@ -526,7 +527,9 @@ func TestPendingStepRequeuesNoLaterThanDeadline(t *testing.T) {
 	ns := env.Namespace(t)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	f, err := finalizer.New[*Gadget](env.Client, ours, finalizer.WithClock(clk), finalizer.WithDeadline(time.Minute),
-		finalizer.WithStep("wait", func(context.Context, *Gadget) (finalizer.StepResult, error) { return finalizer.Pending(time.Hour), nil }))
+		finalizer.WithStep("wait", func(context.Context, *Gadget) (finalizer.StepResult, error) {
+			return finalizer.RequeueAfter(time.Hour), nil
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,7 +688,7 @@ func TestRecreatedObjectStartsClean(t *testing.T) {
 		step[*Gadget](s, "first", always(finalizer.Done(), nil)),
 		step[*Gadget](s, "second", func(call int) (finalizer.StepResult, error) {
 			if call == 1 {
-				return finalizer.Pending(time.Minute), nil
+				return finalizer.RequeueAfter(time.Minute), nil
 			}
 			return finalizer.Done(), nil
 		}),
@@ -795,7 +798,7 @@ func TestCleanupDeletesCrossNamespaceAndClusterScopedDependents(t *testing.T) {
 			}
 		}
 		if remaining > 0 {
-			return finalizer.Pending(100 * time.Millisecond), nil
+			return finalizer.RequeueAfter(100 * time.Millisecond), nil
 		}
 		return finalizer.Done(), nil
 	}

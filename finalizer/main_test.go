@@ -31,7 +31,7 @@ import (
 var env *testenv.Env
 
 // controller-runtime's manager.GetEventRecorder result must be accepted as is.
-var _ finalizer.EventRecorder = recorder.EventRecorder(nil)
+var _ events.EventRecorder = recorder.EventRecorder(nil)
 
 var gadgetGV = schema.GroupVersion{Group: "finalizer.test.opkit.dev", Version: "v1"}
 
@@ -64,7 +64,7 @@ func (g *Gadget) DeepCopy() *Gadget {
 
 func (g *Gadget) DeepCopyObject() runtime.Object { return g.DeepCopy() }
 
-// GetConditions and SetConditions make Gadget a finalizer.ConditionsObject.
+// GetConditions and SetConditions make Gadget a conditions.Accessor.
 func (g *Gadget) GetConditions() []metav1.Condition  { return g.Status.Conditions }
 func (g *Gadget) SetConditions(c []metav1.Condition) { g.Status.Conditions = c }
 
@@ -123,7 +123,7 @@ func countedClient(t testing.TB) (client.Client, *testenv.RequestCounter) {
 }
 
 // eventRecorder returns an events.k8s.io/v1 recorder writing to the test API server.
-func eventRecorder(t testing.TB) finalizer.EventRecorder {
+func eventRecorder(t testing.TB) events.EventRecorder {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

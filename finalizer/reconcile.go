@@ -14,12 +14,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/outcome"
 )
 
 // Result tells the caller of [Finalizer.Reconcile] what happened.
@@ -201,15 +203,13 @@ func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall) (go
 		conds = append(conds, metav1.Condition{Type: ConditionCleanup, Status: metav1.ConditionFalse, Reason: st.reason, Message: st.message})
 	default:
 		// Only a previous failure is cleared; a smooth deletion writes no status.
-		if f.conds != nil {
-			if c := meta.FindStatusCondition(f.conds.get(obj), ConditionCleanup); c != nil && c.Status == metav1.ConditionFalse {
-				conds = append(conds, metav1.Condition{Type: ConditionCleanup, Status: metav1.ConditionUnknown, Reason: ReasonCleanupInProgress, Message: st.message})
-			}
+		if c := conditions.Get(obj, ConditionCleanup); c != nil && c.Status == metav1.ConditionFalse {
+			conds = append(conds, metav1.Condition{Type: ConditionCleanup, Status: metav1.ConditionUnknown, Reason: ReasonCleanupInProgress, Message: st.message})
 		}
 	}
 	if stuck {
 		conds = append(conds, metav1.Condition{
-			Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonStuckDeleting,
+			Type: conditions.Stalled, Status: metav1.ConditionTrue, Reason: ReasonStuckDeleting,
 			Message: fmt.Sprintf("deletion has not finished %s after it was requested (deadline %s): %s",
 				since.Truncate(time.Second), f.deadline, st.message),
 		})
@@ -351,43 +351,65 @@ func (f *Finalizer[T]) patch(ctx context.Context, obj T, build func(cur T) []jso
 }
 
 // setConditions applies conds to obj's status through the status subresource
-// with an optimistic lock, re-reading on conflict.
+// with an optimistic lock, re-reading on conflict. The conditions are written
+// through opkit's one status accessor (conditions.Status), so any object with
+// writable conditions gets them; objects without are left alone.
 func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds []metav1.Condition) (gone bool, err error) {
-	if f.conds == nil || len(conds) == 0 {
+	if !f.conditionsWrite || len(conds) == 0 {
 		return false, nil
 	}
-	now := metav1.NewTime(f.clock.Now())
 	for attempt := 1; ; attempt++ {
+		st, err := conditions.StatusOf(obj)
+		if err != nil || !st.Writable() {
+			return false, nil //nolint:nilerr // an object without conditions gets none
+		}
 		before, ok := obj.DeepCopyObject().(T)
 		if !ok {
 			return false, fmt.Errorf("DeepCopyObject of %T returned another type", obj)
 		}
-		list := slices.Clone(f.conds.get(obj))
-		changed := false
 		for _, c := range conds {
-			c.ObservedGeneration = obj.GetGeneration()
-			c.LastTransitionTime = now
-			if meta.SetStatusCondition(&list, c) {
-				changed = true
+			if err := st.Set(c, conditions.WithClock(f.clock)); err != nil {
+				return false, err
 			}
 		}
-		if !changed {
+		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+		if data, err := patch.Data(obj); err == nil && isNoopMergePatch(data) {
 			return false, nil
 		}
-		f.conds.set(obj, list)
-		err := f.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		err = f.client.Status().Patch(ctx, obj, patch)
 		switch {
 		case err == nil:
 			return false, nil
 		case isNotFound(err):
 			return true, nil
 		case !isRace(err) || attempt >= f.maxAttempts:
-			f.conds.set(obj, f.conds.get(before))
+			restore(obj, before)
 			return false, err
 		}
 		if gone, rerr := f.reread(ctx, obj); gone || rerr != nil {
 			return gone, rerr
 		}
+	}
+}
+
+// isNoopMergePatch reports a merge patch that would change nothing but the
+// resourceVersion precondition the optimistic lock adds.
+func isNoopMergePatch(data []byte) bool {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	if md, ok := m["metadata"].(map[string]any); ok && len(md) == 1 && md["resourceVersion"] != nil {
+		delete(m, "metadata")
+	}
+	return len(m) == 0
+}
+
+// restore copies before's contents back into obj.
+func restore[T client.Object](obj, before T) {
+	dst, src := reflect.ValueOf(obj), reflect.ValueOf(before)
+	if dst.Kind() == reflect.Pointer && dst.Elem().Kind() == reflect.Struct {
+		dst.Elem().Set(src.Elem())
 	}
 }
 
@@ -529,10 +551,11 @@ func objectRef(obj client.Object) string {
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
-// isRace reports a write lost to another writer: a resourceVersion conflict,
-// or a JSON patch whose test (or remove of a since-removed key) failed, which
-// the API server reports as 422 Invalid.
-func isRace(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
+// isRace reports a write lost to another writer, by opkit's one error table:
+// a resourceVersion conflict, or a JSON patch whose test (or remove of a
+// since-removed key) no longer applies — both outcome.ClassConflict. Any
+// other 422 is Terminal there and is not retried here either.
+func isRace(err error) bool { return outcome.Classify(err).Class == outcome.ClassConflict }
 
 // API limits: events.k8s.io/v1 note and metav1.Condition message lengths.
 const (

@@ -8,25 +8,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// Reason is the machine-readable reason of an Event: a short UpperCamelCase
-// word such as "ProvisioningFailed". Declare each reason a controller emits as
-// a constant of this type, so the set is fixed at compile time and documented
-// in one place; Event consumers (alerts, `kubectl events --for`) match on it.
-type Reason string
-
-// EventRecorder writes events.k8s.io/v1 Events. The recorder returned by
-// controller-runtime's manager.GetEventRecorder(name) satisfies it, as does
-// client-go's tools/events recorder.
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
 
 const (
 	// DefaultDedupInterval is how long an identical Event (same object UID,
@@ -38,9 +26,6 @@ const (
 	// DefaultDedupCacheSize caps the (object UID, reason) entries the
 	// deduplication cache holds; the least recently used entry is evicted.
 	DefaultDedupCacheSize = 4096
-	// DefaultAction is the events.k8s.io/v1 action of Events recorded with
-	// [Recorder.Normal] and [Recorder.Warning].
-	DefaultAction = "Reconcile"
 	// maxNoteBytes is the API server's limit on an Event's note
 	// (events.k8s.io/v1) or message; a longer one makes the write fail.
 	maxNoteBytes = 1024
@@ -57,8 +42,7 @@ const (
 // A Recorder is safe for concurrent use. The zero value is not usable; build
 // one with [NewRecorder] or [Observability.Recorder].
 type Recorder struct {
-	rec      EventRecorder
-	action   string
+	rec      events.EventRecorder
 	interval time.Duration
 	burst    int
 	clock    clock.PassiveClock
@@ -71,7 +55,7 @@ type Recorder struct {
 
 type dedupKey struct {
 	uid    types.UID
-	reason Reason
+	reason string
 }
 
 type dedupState struct {
@@ -84,34 +68,31 @@ type dedupState struct {
 // RecorderOption configures [NewRecorder].
 type RecorderOption func(*Recorder)
 
-// DedupInterval sets how long an identical Event is suppressed and the window
-// over which [DedupBurst] applies (default [DefaultDedupInterval]). Zero or a
-// negative value disables deduplication.
-func DedupInterval(d time.Duration) RecorderOption { return func(r *Recorder) { r.interval = d } }
+// WithDedupInterval sets how long an identical Event is suppressed and the
+// window over which [WithDedupBurst] applies (default [DefaultDedupInterval]).
+// Zero or a negative value disables deduplication.
+func WithDedupInterval(d time.Duration) RecorderOption { return func(r *Recorder) { r.interval = d } }
 
-// DedupBurst sets how many Events per (object UID, reason) are recorded per
-// interval, whatever their messages (default [DefaultDedupBurst]; minimum 1).
-func DedupBurst(n int) RecorderOption {
+// WithDedupBurst sets how many Events per (object UID, reason) are recorded
+// per interval, whatever their messages (default [DefaultDedupBurst];
+// minimum 1).
+func WithDedupBurst(n int) RecorderOption {
 	return func(r *Recorder) { r.burst = max(n, 1) }
 }
 
-// DedupCacheSize caps the deduplication cache (default [DefaultDedupCacheSize]; minimum 1).
-func DedupCacheSize(n int) RecorderOption {
+// WithDedupCacheSize caps the deduplication cache (default
+// [DefaultDedupCacheSize]; minimum 1).
+func WithDedupCacheSize(n int) RecorderOption {
 	return func(r *Recorder) { r.cache = newLRU[dedupKey, *dedupState](n) }
 }
 
-// EventAction sets the events.k8s.io/v1 action used by [Recorder.Normal] and
-// [Recorder.Warning] (default [DefaultAction]).
-func EventAction(action string) RecorderOption { return func(r *Recorder) { r.action = action } }
-
-// RecorderClock replaces the clock deduplication reads, for tests.
-func RecorderClock(c clock.PassiveClock) RecorderOption { return func(r *Recorder) { r.clock = c } }
+// WithClock replaces the clock deduplication reads (default: the wall clock).
+func WithClock(c clock.PassiveClock) RecorderOption { return func(r *Recorder) { r.clock = c } }
 
 // NewRecorder wraps rec with deduplication.
-func NewRecorder(rec EventRecorder, opts ...RecorderOption) *Recorder {
+func NewRecorder(rec events.EventRecorder, opts ...RecorderOption) *Recorder {
 	r := &Recorder{
 		rec:      rec,
-		action:   DefaultAction,
 		interval: DefaultDedupInterval,
 		burst:    DefaultDedupBurst,
 		clock:    clock.RealClock{},
@@ -123,42 +104,29 @@ func NewRecorder(rec EventRecorder, opts ...RecorderOption) *Recorder {
 	return r
 }
 
-// Normal records a Normal Event on obj unless deduplication suppresses it,
-// and reports whether it was recorded.
-func (r *Recorder) Normal(obj client.Object, reason Reason, messageFmt string, args ...any) bool {
-	return r.Event(obj, corev1.EventTypeNormal, reason, r.action, messageFmt, args...)
-}
-
-// Warning records a Warning Event on obj unless deduplication suppresses it,
-// and reports whether it was recorded.
-func (r *Recorder) Warning(obj client.Object, reason Reason, messageFmt string, args ...any) bool {
-	return r.Event(obj, corev1.EventTypeWarning, reason, r.action, messageFmt, args...)
-}
-
-// Event records an Event of eventType (Normal or Warning) on obj unless
-// deduplication suppresses it, and reports whether it was handed to the
-// underlying recorder. Messages longer than the API server accepts (1 KiB)
-// are truncated rather than rejected. Objects without a UID (not yet created)
-// are deduplicated by kind, namespace and name.
+// Eventf records an Event of eventtype (Normal or Warning) regarding an
+// object, as client-go's events.EventRecorder does — a Recorder is one, so
+// every opkit package and controller-runtime code takes it — unless
+// deduplication suppresses it. Messages longer than the API server accepts
+// (1 KiB) are truncated rather than rejected. Objects without a UID (not yet
+// created) are deduplicated by kind, namespace and name. A regarding value
+// that is not an object with metadata is passed through undeduplicated.
 //
 // The underlying events.k8s.io/v1 recorder of client-go aggregates Events
-// with the same reason and action on the same object into one EventSeries for
-// six minutes, keeping the FIRST message; give distinct situations distinct
-// reasons so a later, different message is not hidden.
-func (r *Recorder) Event(obj client.Object, eventType string, reason Reason, action, messageFmt string, args ...any) bool {
-	note := messageFmt
+// with the same reason and action on the same object into one EventSeries
+// for a while; this Recorder additionally keeps the number of calls that
+// reach it (and so of API requests) bounded per object and reason.
+func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if len(args) > 0 {
-		note = fmt.Sprintf(messageFmt, args...)
+		note = fmt.Sprintf(note, args...)
 	}
 	note = truncateUTF8(note, maxNoteBytes)
-	if !r.admit(obj, eventType, reason, action, note) {
+	if obj, err := meta.Accessor(regarding); err == nil && !r.admit(regarding, obj, eventtype, reason, action, note) {
 		r.suppressed.Add(1)
-		return false
+		return
 	}
 	r.recorded.Add(1)
-	// note is already formatted: pass it as an argument so a '%' in it is not re-interpreted.
-	r.rec.Eventf(obj, nil, eventType, string(reason), action, "%s", note)
-	return true
+	r.rec.Eventf(regarding, related, eventtype, reason, action, "%s", note)
 }
 
 // Stats reports how many Events were handed to the underlying recorder and
@@ -167,13 +135,13 @@ func (r *Recorder) Stats() (recorded, suppressed uint64) {
 	return r.recorded.Load(), r.suppressed.Load()
 }
 
-func (r *Recorder) admit(obj client.Object, eventType string, reason Reason, action, note string) bool {
+func (r *Recorder) admit(regarding runtime.Object, obj metav1.Object, eventType, reason, action, note string) bool {
 	if r.interval <= 0 {
 		return true
 	}
 	uid := obj.GetUID()
 	if uid == "" {
-		uid = types.UID(fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName()))
+		uid = types.UID(fmt.Sprintf("%T/%s/%s", regarding, obj.GetNamespace(), obj.GetName()))
 	}
 	h := fnv.New64a()
 	for _, s := range []string{eventType, action, note} {

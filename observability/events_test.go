@@ -22,7 +22,7 @@ import (
 
 // countingRecorder counts the calls that reach the real recorder.
 type countingRecorder struct {
-	next  observability.EventRecorder
+	next  events.EventRecorder
 	calls atomic.Int64
 }
 
@@ -31,7 +31,7 @@ func (c *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, 
 	c.next.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
-const reasonBackendUnavailable observability.Reason = "BackendUnavailable"
+const reasonBackendUnavailable = "BackendUnavailable"
 
 func TestEventsAreDeduplicatedUnderAFailingLoop(t *testing.T) {
 	ns := env.Namespace(t)
@@ -58,7 +58,7 @@ func TestEventsAreDeduplicatedUnderAFailingLoop(t *testing.T) {
 	// A retry loop: 50 identical failures.
 	recorded := 0
 	for range 50 {
-		if rec.Warning(cm, reasonBackendUnavailable, "backend %s unavailable", "db-0") {
+		if warned(rec, cm, reasonBackendUnavailable, "backend %s unavailable", "db-0") {
 			recorded++
 		}
 	}
@@ -82,7 +82,7 @@ func TestEventsAreDeduplicatedUnderAFailingLoop(t *testing.T) {
 		}
 		return false, fmt.Errorf("%d events", len(list.Items))
 	})
-	if ev.Type != corev1.EventTypeWarning || ev.Note != "backend db-0 unavailable" || ev.Action != observability.DefaultAction || ev.Series != nil {
+	if ev.Type != corev1.EventTypeWarning || ev.Note != "backend db-0 unavailable" || ev.Action != "Reconcile" || ev.Series != nil {
 		t.Errorf("event = type %s note %q action %q series %v; want one Warning without a series", ev.Type, ev.Note, ev.Action, ev.Series)
 	}
 	// Without deduplication client-go would also have patched an EventSeries
@@ -99,4 +99,13 @@ func TestEventsAreDeduplicatedUnderAFailingLoop(t *testing.T) {
 	if !strings.Contains(out, string(reasonBackendUnavailable)) || !strings.Contains(out, "backend db-0 unavailable") {
 		t.Errorf("kubectl events lacks the event:\n%s", out)
 	}
+}
+
+// warned records a Warning through rec and reports whether it reached the
+// underlying recorder (was not deduplicated).
+func warned(rec *observability.Recorder, obj runtime.Object, reason, msg string, args ...any) bool {
+	before, _ := rec.Stats()
+	rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Reconcile", msg, args...)
+	after, _ := rec.Stats()
+	return after > before
 }

@@ -32,12 +32,12 @@ func (printRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, acti
 }
 
 func ExampleRecorder() {
-	const ReasonBackendUnavailable observability.Reason = "BackendUnavailable"
+	const ReasonBackendUnavailable = "BackendUnavailable"
 	rec := observability.NewRecorder(printRecorder{})
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart", UID: "1234"}}
 	// A failing reconcile retried 50 times writes one Event.
 	for range 50 {
-		rec.Warning(obj, ReasonBackendUnavailable, "backend %s unavailable", "db-0")
+		rec.Eventf(obj, nil, corev1.EventTypeWarning, ReasonBackendUnavailable, "Reconcile", "backend %s unavailable", "db-0")
 	}
 	recorded, suppressed := rec.Stats()
 	fmt.Println("recorded", recorded, "suppressed", suppressed)
@@ -86,7 +86,7 @@ func ExampleMetrics_SetConditions() {
 }
 
 func ExampleNewLogger() {
-	log := observability.NewLogger(observability.LogTo(os.Stdout), observability.LogWithoutTime())
+	log := observability.NewLogger(observability.WithLogOutput(os.Stdout), observability.WithoutLogTime())
 	log.Info("reconciled", "namespace", "shop", "name", "cart")
 	// Output:
 	// {"level":"info","msg":"reconciled","namespace":"shop","name":"cart"}
@@ -144,7 +144,7 @@ func ExampleSetup() {
 			}
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		rec.Normal(&cm, "Seen", "configmap observed")
+		rec.Eventf(&cm, nil, corev1.EventTypeNormal, "Seen", "Reconcile", "configmap observed")
 		return reconcile.Result{}, nil
 	})
 	err = builder.ControllerManagedBy(mgr).Named(name).

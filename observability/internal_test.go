@@ -23,36 +23,52 @@ func (n *noteRecorder) Eventf(_, _ runtime.Object, _, reason, _, note string, ar
 	n.notes = append(n.notes, reason+": "+fmt.Sprintf(note, args...))
 }
 
+// warn and normal record through Eventf and report whether the event
+// reached the underlying recorder.
+func warn(r *Recorder, obj runtime.Object, reason, msg string, args ...any) bool {
+	before, _ := r.Stats()
+	r.Eventf(obj, nil, "Warning", reason, "Reconcile", msg, args...)
+	after, _ := r.Stats()
+	return after > before
+}
+
+func normal(r *Recorder, obj runtime.Object, reason, msg string, args ...any) bool {
+	before, _ := r.Stats()
+	r.Eventf(obj, nil, "Normal", reason, "Reconcile", msg, args...)
+	after, _ := r.Stats()
+	return after > before
+}
+
 func TestRecorderDedupRules(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	inner := &noteRecorder{}
-	r := NewRecorder(inner, RecorderClock(clk), DedupInterval(time.Minute), DedupBurst(3))
+	r := NewRecorder(inner, WithClock(clk), WithDedupInterval(time.Minute), WithDedupBurst(3))
 	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: "u1", Name: "a", Namespace: "ns"}}
 	other := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: "u2", Name: "b", Namespace: "ns"}}
 
 	for range 10 {
-		r.Warning(obj, "Failed", "same")
+		warn(r, obj, "Failed", "same")
 	}
 	if len(inner.notes) != 1 {
 		t.Fatalf("identical: %d recorded, want 1", len(inner.notes))
 	}
-	r.Warning(other, "Failed", "same") // other object: own budget
-	r.Warning(obj, "Other", "same")    // other reason: own budget
+	warn(r, other, "Failed", "same") // other object: own budget
+	warn(r, obj, "Other", "same")    // other reason: own budget
 	if len(inner.notes) != 3 {
 		t.Fatalf("other object/reason: %d recorded, want 3", len(inner.notes))
 	}
 	// Distinct messages: burst 3 per interval in total (1 already used).
 	for i := range 5 {
-		r.Warning(obj, "Failed", "attempt %d", i)
+		warn(r, obj, "Failed", "attempt %d", i)
 	}
 	if len(inner.notes) != 5 {
 		t.Fatalf("distinct messages: %d recorded, want 5 (burst 3)", len(inner.notes))
 	}
 	clk.SetTime(clk.Now().Add(time.Minute))
-	if !r.Warning(obj, "Failed", "same") {
+	if !warn(r, obj, "Failed", "same") {
 		t.Fatal("identical message not recorded again after the interval")
 	}
-	if r.Warning(obj, "Failed", "same") {
+	if warn(r, obj, "Failed", "same") {
 		t.Fatal("identical message recorded twice in the new interval")
 	}
 	if rec, sup := r.Stats(); rec != 6 || sup != 13 { // 9 identical + 3 over burst + 1 identical
@@ -64,8 +80,8 @@ func TestRecorderFormatsOnceAndTruncatesLongMessages(t *testing.T) {
 	inner := &noteRecorder{}
 	r := NewRecorder(inner)
 	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
-	r.Normal(obj, "Scaled", "%s", "100%s done") // a '%' in an argument must reach the API verbatim
-	r.Normal(obj, "Long", "%s", strings.Repeat("é", 1000))
+	normal(r, obj, "Scaled", "%s", "100%s done") // a '%' in an argument must reach the API verbatim
+	normal(r, obj, "Long", "%s", strings.Repeat("é", 1000))
 	if inner.notes[0] != "Scaled: 100%s done" {
 		t.Errorf("an argument was re-formatted: %q", inner.notes[0])
 	}
@@ -76,9 +92,9 @@ func TestRecorderFormatsOnceAndTruncatesLongMessages(t *testing.T) {
 }
 
 func TestRecorderCacheIsBounded(t *testing.T) {
-	r := NewRecorder(&noteRecorder{}, DedupCacheSize(10))
+	r := NewRecorder(&noteRecorder{}, WithDedupCacheSize(10))
 	for i := range 1000 {
-		r.Warning(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprint(i))}}, "Failed", "x")
+		warn(r, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprint(i))}}, "Failed", "x")
 	}
 	if n := r.cache.len(); n != 10 {
 		t.Fatalf("cache holds %d entries for 1000 objects, want 10", n)
@@ -115,10 +131,10 @@ func TestTriggersAreBoundedAndCoalesce(t *testing.T) {
 
 func TestDefaultClassifier(t *testing.T) {
 	for err, want := range map[error]string{
-		nil:                                      ClassSuccess,
-		reconcile.TerminalError(errors.New("x")): ClassTerminal,
-		fmt.Errorf("wrapped: %w", apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("x"))): ClassConflict,
-		errors.New("boom"): ClassError,
+		nil:                                      "success",
+		reconcile.TerminalError(errors.New("x")): "terminal",
+		fmt.Errorf("wrapped: %w", apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("x"))): "conflict",
+		errors.New("boom"): "transient",
 	} {
 		if got := DefaultClassifier(err); got != want {
 			t.Errorf("DefaultClassifier(%v) = %q, want %q", err, got, want)
@@ -131,11 +147,8 @@ func TestNewMetricsRejectsBadInputAtStartup(t *testing.T) {
 		name string
 		opts []MetricsOption
 	}{
-		{"dash in namespace", []MetricsOption{MetricsNamespace("my-operator")}},
-		{"leading digit", []MetricsOption{MetricsNamespace("1op")}},
-		{"empty namespace", []MetricsOption{MetricsNamespace("")}},
-		{"unsorted buckets", []MetricsOption{ReconcileBuckets(1, 0.5)}},
-		{"no buckets", []MetricsOption{PhaseBuckets()}},
+		{"unsorted buckets", []MetricsOption{WithReconcileBuckets(1, 0.5)}},
+		{"no buckets", []MetricsOption{WithReconcileBuckets()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
@@ -152,20 +165,21 @@ func TestNewMetricsRejectsBadInputAtStartup(t *testing.T) {
 	}
 }
 
-func TestNewMetricsDuplicateRegistrationIsAnErrorNotAPanic(t *testing.T) {
+// TestNewMetricsTwiceOnOneRegistryShares: several managers (or a test suite)
+// in one process set observability up on one registry; the second set shares
+// the first's collectors instead of failing.
+func TestNewMetricsTwiceOnOneRegistryShares(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	first, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.ObserveReconcile("c", ClassSuccess, time.Second)
-	_, err = NewMetrics(reg)
-	var are prometheus.AlreadyRegisteredError
-	if !errors.As(err, &are) {
-		t.Fatalf("second NewMetrics on one registry: %v, want AlreadyRegisteredError", err)
+	first.ObserveReconcile("c", "success", time.Second)
+	second, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatalf("second NewMetrics on one registry: %v", err)
 	}
-	// The first set still works and scrapes cleanly.
-	first.ObserveReconcile("c", ClassSuccess, time.Second)
+	second.ObserveReconcile("c", "success", time.Second)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -175,50 +189,27 @@ func TestNewMetricsDuplicateRegistrationIsAnErrorNotAPanic(t *testing.T) {
 			t.Fatalf("reconcile_total = %v, want 2", mf.GetMetric()[0].GetCounter().GetValue())
 		}
 	}
-	// A clash with someone else's metric of the same name is reported too.
+	// A clash with someone else's metric of the same name is reported.
 	other := prometheus.NewRegistry()
-	other.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "opkit_ensure_results_total", Help: "x"}))
+	other.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "opkit_reconcile_total", Help: "x"}))
 	if _, err := NewMetrics(other); err == nil {
 		t.Fatal("clash with an existing metric name accepted")
-	}
-	if mfs, _ := other.Gather(); len(mfs) != 1 {
-		t.Fatalf("failed NewMetrics left %d families registered, want only the original 1", len(mfs))
 	}
 }
 
 func TestNilMetricsIsANoOp(t *testing.T) {
 	var m *Metrics
 	k := types.NamespacedName{Name: "x"}
-	m.ObserveReconcile("c", ClassSuccess, 0)
+	m.ObserveReconcile("c", "success", 0)
 	m.SetConditions("c", k, []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}})
 	m.ForgetObject("c", k)
-	m.PhaseTransition("c", "", "A", 0)
-	m.CleanupFinished("c", "s", 0, nil)
-	m.StuckDeletion("c", k, true)
-	m.EnsureResult("c", "created", 1)
 	m.InitController("c", DefaultClasses...)
-	m.Unregister()
 }
 
-func TestStuckDeletionCountsTransitionsOnce(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+func TestConditionGaugeNormalisesStatus(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
-	}
-	a, b := types.NamespacedName{Name: "a"}, types.NamespacedName{Name: "b"}
-	for range 3 {
-		m.StuckDeletion("c", a, true)
-	}
-	m.StuckDeletion("c", b, true)
-	m.StuckDeletion("c", b, false)
-	m.StuckDeletion("c", b, true)
-	m.ForgetObject("c", a)
-	if g := gaugeValue(t, m.stuckObjects.WithLabelValues("c")); g != 1 {
-		t.Errorf("stuck objects = %v, want 1 (b)", g)
-	}
-	if c := counterValue(t, m.stuckDeletionsTotal.WithLabelValues("c")); c != 3 {
-		t.Errorf("stuck deletions total = %v, want 3 (a once, b twice)", c)
 	}
 	// Unknown or odd statuses count as Unknown; same conditions again change nothing.
 	k := types.NamespacedName{Name: "k"}

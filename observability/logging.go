@@ -35,20 +35,20 @@ type logOptions struct {
 // LogOption configures [NewLogger].
 type LogOption func(*logOptions)
 
-// LogDevelopment switches to development mode: human-readable console lines,
+// WithLogDevelopment switches to development mode: human-readable console lines,
 // debug verbosity and stack traces from warnings on. The default is
 // production mode: one JSON object per line, info level, stack traces on errors.
-func LogDevelopment(on bool) LogOption { return func(o *logOptions) { o.development = on } }
+func WithLogDevelopment(on bool) LogOption { return func(o *logOptions) { o.development = on } }
 
-// LogTo writes log lines to w (default os.Stderr).
-func LogTo(w io.Writer) LogOption { return func(o *logOptions) { o.out = w } }
+// WithLogOutput writes log lines to w (default os.Stderr).
+func WithLogOutput(w io.Writer) LogOption { return func(o *logOptions) { o.out = w } }
 
-// LogVerbosity enables logr V-levels up to v (default 0 in production).
-func LogVerbosity(v int) LogOption { return func(o *logOptions) { o.verbosity = v } }
+// WithLogVerbosity enables logr V-levels up to v (default 0 in production).
+func WithLogVerbosity(v int) LogOption { return func(o *logOptions) { o.verbosity = v } }
 
-// LogWithoutTime leaves the timestamp out of every line, for log collectors
+// WithoutLogTime leaves the timestamp out of every line, for log collectors
 // that add their own and for reproducible output in tests and examples.
-func LogWithoutTime() LogOption { return func(o *logOptions) { o.noTime = true } }
+func WithoutLogTime() LogOption { return func(o *logOptions) { o.noTime = true } }
 
 // NewLogger returns a zap-backed logr.Logger configured like
 // controller-runtime's own zap helper, so it can be passed to

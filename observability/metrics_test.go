@@ -25,10 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit/opkit/ensure"
+	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/phase"
 )
 
-const reasonInvalidSpec observability.Reason = "InvalidSpec"
+const reasonInvalidSpec = "InvalidSpec"
 
 // scrapeReconciler drives a known sequence of outcomes from ConfigMap names:
 // ok-* succeed (and report conditions, a phase change, an ensure result and a
@@ -39,6 +42,9 @@ type scrapeReconciler struct {
 	name     string
 	c        client.Client
 	obs      *observability.Observability
+	fin      *finalizer.Metrics
+	ph       *phase.Metrics
+	en       *ensure.Metrics
 	gate     chan struct{}
 	mu       sync.Mutex
 	conflict int
@@ -50,6 +56,7 @@ func (r *scrapeReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.c.Get(ctx, req.NamespacedName, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			m.ForgetObject(r.name, req.NamespacedName)
+			r.fin.Forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -57,15 +64,15 @@ func (r *scrapeReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	switch {
 	case strings.HasPrefix(cm.Name, "ok-"):
 		m.SetConditions(r.name, req.NamespacedName, []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}})
-		m.PhaseTransition(r.name, "", "Pending", 0)
-		m.PhaseTransition(r.name, "Pending", "Ready", 2*time.Second)
-		m.EnsureResult(r.name, "created", 1)
-		m.CleanupFinished(r.name, "remove-dns", 100*time.Millisecond, nil)
+		r.ph.Transition(r.name, "", "Pending", 0)
+		r.ph.Transition(r.name, "Pending", "Ready", 2*time.Second)
+		r.en.ObserveChange(ctx, ensure.Change{Action: ensure.Created})
+		r.fin.StepFinished(&cm, "remove-dns", 100*time.Millisecond, true, nil)
 	case cm.Name == "terminal":
-		r.obs.Recorder(r.name).Warning(&cm, reasonInvalidSpec, "spec.data.size %q is not a number", "x")
+		r.obs.Recorder(r.name).Eventf(&cm, nil, corev1.EventTypeWarning, reasonInvalidSpec, "Reconcile", "spec.data.size %q is not a number", "x")
 		m.SetConditions(r.name, req.NamespacedName, []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse}})
-		m.CleanupFinished(r.name, "remove-dns", 200*time.Millisecond, errors.New("dns api down"))
-		m.StuckDeletion(r.name, req.NamespacedName, true)
+		r.fin.StepFinished(&cm, "remove-dns", 200*time.Millisecond, false, errors.New("dns api down"))
+		r.fin.StuckDeletion(&cm, "remove-dns", time.Minute)
 		return reconcile.Result{}, reconcile.TerminalError(errors.New("invalid spec"))
 	case cm.Name == "conflict":
 		r.mu.Lock()
@@ -151,14 +158,24 @@ func TestMetricsEndpointServesDocumentedSeriesAndPassesLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(obs.Metrics().Unregister)
 	// controller-runtime's own metrics are process-global: a name unique to
 	// this run keeps -count=N runs from seeing each other's reconciles.
 	name := "scrape-" + ns
 	rec := &scrapeReconciler{name: name, c: mgr.GetClient(), obs: obs, gate: make(chan struct{})}
+	// The pattern packages' own metrics, on the registerer observability
+	// uses, as the reconciler package wires them: one endpoint serves all.
+	if rec.fin, err = finalizer.NewMetrics(obs.Registerer(), name); err != nil {
+		t.Fatal(err)
+	}
+	if rec.ph, err = phase.NewMetrics(obs.Registerer(), name); err != nil {
+		t.Fatal(err)
+	}
+	if rec.en, err = ensure.NewMetrics(obs.Registerer(), name); err != nil {
+		t.Fatal(err)
+	}
 	err = builder.ControllerManagedBy(mgr).Named(name).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(obs.TriggerPredicate(name))).
-		Complete(obs.Wrap(name, rec, observability.ObjectKind("ConfigMap")))
+		Complete(obs.Wrap(name, rec, observability.WithObjectKind("ConfigMap")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +316,7 @@ func TestMetricsEndpointServesDocumentedSeriesAndPassesLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Reconciles < 8 || st.LastReconcileStart == nil || st.LastResult != observability.ClassSuccess || st.QueueDepth != 0 {
+	if st.Reconciles < 8 || st.LastReconcileStart == nil || st.LastResult != "success" || st.QueueDepth != 0 {
 		t.Errorf("debug status after the sequence = %+v, want ≥8 reconciles, a last start, last result success, depth 0", st)
 	}
 	for _, n := range []string{"block", "q-1", "q-2", "q-3"} {
@@ -324,7 +341,7 @@ func TestMetricsEndpointServesDocumentedSeriesAndPassesLint(t *testing.T) {
 	close(rec.gate)
 	eventually(t, 30*time.Second, "debug queue drained", func() (bool, error) {
 		st, err := debug()
-		return err == nil && st.QueueDepth == 0 && st.LastResult == observability.ClassSuccess, fmt.Errorf("%+v: %w", st, err)
+		return err == nil && st.QueueDepth == 0 && st.LastResult == "success", fmt.Errorf("%+v: %w", st, err)
 	})
 }
 

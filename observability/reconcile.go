@@ -4,46 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit/opkit/outcome"
 )
 
 // Classifier maps a reconcile's error to a result class, a label value of
 // opkit_reconcile_total. It must return values from a small fixed set.
 type Classifier func(error) string
 
-// DefaultClassifier returns "success" for nil, "terminal" for
-// reconcile.TerminalError, "conflict" for an API conflict (optimistic
-// concurrency), and "error" for anything else.
+// ResultPanic is the result class recorded when the wrapped reconciler panics.
+const ResultPanic = "panic"
+
+// DefaultClassifier returns the outcome class of err in lower case, by
+// github.com/opkit/opkit/outcome's one error table: "success" (nil),
+// "conflict", "transient", "dependencynotready" or "terminal". A reconciler
+// built with outcome.Result returns nil for conflicts and dependency waits,
+// which then count as "success" (they are requeues, not failures).
 func DefaultClassifier(err error) string {
-	switch {
-	case err == nil:
-		return ClassSuccess
-	case errors.Is(err, reconcile.TerminalError(nil)):
-		return ClassTerminal
-	case apierrors.IsConflict(err):
-		return ClassConflict
-	default:
-		return ClassError
-	}
+	return strings.ToLower(outcome.Classify(err).Class.String())
 }
 
 // DefaultClasses are the classes [DefaultClassifier] returns.
-var DefaultClasses = []string{ClassSuccess, ClassConflict, ClassTerminal, ClassError}
+var DefaultClasses = []string{"success", "conflict", "transient", "dependencynotready", "terminal"}
 
 type wrapOptions struct{ kind string }
 
 // WrapOption configures [Observability.Wrap].
 type WrapOption func(*wrapOptions)
 
-// ObjectKind names the kind the wrapped reconciler reconciles, for the
+// WithObjectKind names the kind the wrapped reconciler reconciles, for the
 // opkit.object.kind span attribute.
-func ObjectKind(kind string) WrapOption { return func(o *wrapOptions) { o.kind = kind } }
+func WithObjectKind(kind string) WrapOption { return func(o *wrapOptions) { o.kind = kind } }
 
 type wrapped struct {
 	o          *Observability
@@ -81,7 +79,7 @@ func (w *wrapped) Reconcile(ctx context.Context, req reconcile.Request) (res rec
 	defer func() {
 		class := ""
 		if p := recover(); p != nil {
-			class = ClassPanic
+			class = ResultPanic
 			err = fmt.Errorf("panic: %v", p)
 			defer panic(p) // after recording; controller-runtime recovers it if configured
 		} else {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -112,7 +113,8 @@ type Observability struct {
 	triggers   *triggers
 	status     *controllerStatuses
 	recOpts    []RecorderOption
-	newEventer func(name string) EventRecorder
+	newEventer func(name string) events.EventRecorder
+	registerer prometheus.Registerer
 
 	mu        sync.Mutex
 	recorders map[string]*Recorder
@@ -143,7 +145,7 @@ func New(opts ...Option) (*Observability, error) {
 		triggers:   newTriggers(o.scheme, o.triggerSize),
 		status:     &controllerStatuses{m: map[string]*ControllerStatus{}},
 		recOpts:    o.recorderOpts,
-		newEventer: func(string) EventRecorder { return discardEvents{} },
+		newEventer: func(string) events.EventRecorder { return discardEvents{} },
 		recorders:  map[string]*Recorder{},
 	}
 	tp := o.tracerProvider
@@ -157,6 +159,7 @@ func New(opts ...Option) (*Observability, error) {
 			return nil, err
 		}
 		obs.metrics = m
+		obs.registerer = o.registerer
 	}
 	return obs, nil
 }
@@ -178,11 +181,8 @@ func Setup(mgr manager.Manager, opts ...Option) (*Observability, error) {
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Observability, error) {
-		obs.metrics.Unregister()
-		return nil, err
-	}
-	obs.newEventer = func(name string) EventRecorder { return mgr.GetEventRecorder(name) }
+	fail := func(err error) (*Observability, error) { return nil, err }
+	obs.newEventer = func(name string) events.EventRecorder { return mgr.GetEventRecorder(name) }
 	if !o.noHealth {
 		if err := mgr.AddHealthzCheck(HealthzCheckName, healthz.Ping); err != nil {
 			return fail(fmt.Errorf("observability: add healthz check: %w", err))
@@ -202,6 +202,13 @@ func Setup(mgr manager.Manager, opts ...Option) (*Observability, error) {
 // Metrics returns the metrics, or nil when built [WithoutMetrics] (a nil
 // *Metrics accepts every call and does nothing).
 func (o *Observability) Metrics() *Metrics { return o.metrics }
+
+// Registerer returns the registerer the metrics are on (controller-runtime's
+// metrics.Registry unless [WithRegisterer] said otherwise), or nil when built
+// [WithoutMetrics]. The pattern packages register their own metrics there
+// (finalizer.NewMetrics, phase.NewMetrics, …); the reconciler package does it
+// for every controller it builds.
+func (o *Observability) Registerer() prometheus.Registerer { return o.registerer }
 
 // Tracer returns the tracer reconcile and API-write spans are made with.
 func (o *Observability) Tracer() trace.Tracer { return o.tracer }

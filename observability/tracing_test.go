@@ -84,7 +84,7 @@ func TestReconcileSpansCarryTriggerAndAPIWriteChildren(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var logs lockedBuffer
-	mgr := newManager(t, ns, mgrConfig{logger: observability.NewLogger(observability.LogTo(&logs), observability.LogWithoutTime())})
+	mgr := newManager(t, ns, mgrConfig{logger: observability.NewLogger(observability.WithLogOutput(&logs), observability.WithoutLogTime())})
 	reg := prometheus.NewRegistry()
 	obs, err := observability.Setup(mgr, observability.WithRegisterer(reg), observability.WithGatherer(reg), observability.WithTracerProvider(tp))
 	if err != nil {
@@ -97,7 +97,7 @@ func TestReconcileSpansCarryTriggerAndAPIWriteChildren(t *testing.T) {
 	err = builder.ControllerManagedBy(mgr).Named(name).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(obs.TriggerPredicate(name))).
 		Watches(&corev1.Secret{}, obs.TriggerHandler(name, secretToConfigMap)).
-		Complete(obs.Wrap(name, &annotatingReconciler{c: obs.Client(mgr.GetClient())}, observability.ObjectKind("ConfigMap")))
+		Complete(obs.Wrap(name, &annotatingReconciler{c: obs.Client(mgr.GetClient())}, observability.WithObjectKind("ConfigMap")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestReconcileSpansCarryTriggerAndAPIWriteChildren(t *testing.T) {
 		observability.AttrObjectNamespace:  ns,
 		observability.AttrObjectName:       "t1",
 		observability.AttrTriggerNamespace: ns,
-		observability.AttrResult:           observability.ClassSuccess,
+		observability.AttrResult:           "success",
 	} {
 		if a[k] != want {
 			t.Errorf("reconcile span %s = %q, want %q", k, a[k], want)

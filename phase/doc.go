@@ -58,7 +58,7 @@
 //
 // Build reports every inconsistency at once (undeclared targets, no initial
 // phase, unreachable phases, ...). A handler returns [Next] (a declared
-// target), [Stay] (requeue after a duration), [Wait] (until a watch event) or,
+// target), [RequeueAfter] (requeue after a duration), [Wait] (until a watch event) or,
 // in the deletion phase, [Done].
 //
 // # Where the phase lives
@@ -138,7 +138,7 @@
 //
 // # Watching and requeues
 //
-// Result.Result carries every requeue the machine needs (transitions, Stay,
+// Result.Result carries every requeue the machine needs (transitions, RequeueAfter,
 // timeout deadlines, stale reads), so the controller may filter its own
 // status writes with predicate.GenerationChangedPredicate (plus annotation
 // changes for guards).

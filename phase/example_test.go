@@ -91,7 +91,7 @@ func ExampleMachine_Step() {
 			return phase.Next(phase.Provisioning), nil
 		}, phase.To(phase.Provisioning)).
 		On(phase.Provisioning, func(context.Context, *unstructured.Unstructured) (phase.Outcome, error) {
-			return phase.Stay(30 * time.Second).WithMessage("creating volume"), nil
+			return phase.RequeueAfter(30 * time.Second).WithMessage("creating volume"), nil
 		}, phase.To(phase.Ready), phase.Timeout(5*time.Minute, phase.Degraded)).
 		On(phase.Ready, nil).
 		On(phase.Degraded, nil).

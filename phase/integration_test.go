@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,7 +27,7 @@ import (
 )
 
 // controller-runtime's manager.GetEventRecorder result must be accepted as is.
-var _ phase.EventRecorder = crrecorder.EventRecorder(nil)
+var _ events.EventRecorder = crrecorder.EventRecorder(nil)
 
 const (
 	Configuring phase.Phase = "Configuring"
@@ -53,7 +54,7 @@ func (c *counters) get(p phase.Phase) int {
 
 // pipelineMachine: Pending → Provisioning → Configuring → Ready, where
 // Configuring waits until spec.gate is "open" — something the test controls.
-func pipelineMachine(t *testing.T, cnt *counters, rec phase.EventRecorder) *phase.Machine[*Pipeline] {
+func pipelineMachine(t *testing.T, cnt *counters, rec events.EventRecorder) *phase.Machine[*Pipeline] {
 	t.Helper()
 	count := func(p phase.Phase, next func(*Pipeline) phase.Outcome) phase.Handler[*Pipeline] {
 		return func(_ context.Context, obj *Pipeline) (phase.Outcome, error) {

@@ -24,7 +24,7 @@ import (
 type Result struct {
 	// Result is what Reconcile should return when Step returned no error:
 	// RequeueAfter is the transition requeue after a transition, the
-	// handler's Stay duration or the phase's timeout deadline (whichever
+	// handler's RequeueAfter duration or the phase's timeout deadline (whichever
 	// comes first) while staying, and zero when the machine waits for a
 	// watch event (including while awaiting approval without a timeout).
 	reconcile.Result
@@ -81,7 +81,7 @@ type recentTransition struct {
 
 func newMachine[T client.Object](b *Builder[T], specs map[Phase]*phaseSpec, deletion *phaseSpec) *Machine[T] {
 	o := options{
-		clock: clock.RealClock{}, observer: NopObserver{},
+		clock:      clock.RealClock{},
 		phaseField: DefaultPhaseField, timeField: DefaultTransitionTimeField,
 		transitionRequeue: DefaultTransitionRequeue, staleWindow: DefaultStaleReadWindow,
 	}
@@ -90,9 +90,6 @@ func newMachine[T client.Object](b *Builder[T], specs map[Phase]*phaseSpec, dele
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
-	}
-	if o.observer == nil {
-		o.observer = NopObserver{}
 	}
 	if o.phaseField == "" {
 		o.phaseField = DefaultPhaseField
@@ -191,7 +188,7 @@ func (m *Machine[T]) Current(obj T) (Phase, time.Time, error) {
 //     declared target makes the transition; to anything else (or [Done]
 //     outside the deletion phase) it is refused: Stalled=True with reason
 //     TransitionRefused naming the transition, a Warning event, and an error
-//     wrapping [ErrTransitionRefused] inside reconcile.TerminalError. [Stay] and
+//     wrapping [ErrTransitionRefused] inside reconcile.TerminalError. [RequeueAfter] and
 //     [Wait] keep the phase.
 //
 // A transition into a phase declared with [RequireApproval] happens only
@@ -340,7 +337,9 @@ func (s *step[T]) transition(to Phase, mv move) (Result, error) {
 	if s.cur != "" && !s.entered.IsZero() {
 		inFrom = max(s.now.Sub(s.entered), 0)
 	}
-	c.opts.observer.Transition(c.name, s.cur, to, inFrom)
+	for _, obs := range c.opts.observers {
+		obs.Transition(c.name, s.cur, to, inFrom)
+	}
 	c.remember(s.obj.GetUID(), to, s.now)
 	s.res.Phase, s.res.Transitioned = to, true
 	s.res.RequeueAfter = c.opts.transitionRequeue

@@ -254,13 +254,13 @@ func TestTimeout(t *testing.T) {
 	if res := f.step(t, p); res.RequeueAfter != 4*time.Minute {
 		t.Fatalf("Wait in a phase with a timeout must requeue at the deadline, got %v", res.RequeueAfter)
 	}
-	f.next[phase.Provisioning] = func() (phase.Outcome, error) { return phase.Stay(30 * time.Second), nil }
+	f.next[phase.Provisioning] = func() (phase.Outcome, error) { return phase.RequeueAfter(30 * time.Second), nil }
 	if res := f.step(t, p); res.RequeueAfter != 30*time.Second {
-		t.Fatalf("Stay(30s) before the deadline: %v", res.RequeueAfter)
+		t.Fatalf("RequeueAfter(30s) before the deadline: %v", res.RequeueAfter)
 	}
-	f.next[phase.Provisioning] = func() (phase.Outcome, error) { return phase.Stay(time.Hour), nil }
+	f.next[phase.Provisioning] = func() (phase.Outcome, error) { return phase.RequeueAfter(time.Hour), nil }
 	if res := f.step(t, p); res.RequeueAfter != 4*time.Minute {
-		t.Fatalf("Stay(1h) must be cut to the deadline: %v", res.RequeueAfter)
+		t.Fatalf("RequeueAfter(1h) must be cut to the deadline: %v", res.RequeueAfter)
 	}
 	calls := f.calls[phase.Provisioning]
 
@@ -414,7 +414,7 @@ func TestDeletionHandOver(t *testing.T) {
 	}
 	wantCond(t, p, conditions.Reconciling, metav1.ConditionTrue, "Deleting")
 
-	f.next[phase.Deleting] = func() (phase.Outcome, error) { return phase.Stay(time.Second).WithMessage("backing up"), nil }
+	f.next[phase.Deleting] = func() (phase.Outcome, error) { return phase.RequeueAfter(time.Second).WithMessage("backing up"), nil }
 	res = f.step(t, p)
 	if !res.Deleting || res.DeletionHandled || res.RequeueAfter != time.Second {
 		t.Fatalf("backup in progress %+v", res)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -101,9 +101,10 @@ type Outcome struct {
 // phase's timeout budget); any other target is refused (see [Machine.Step]).
 func Next(p Phase) Outcome { return Outcome{kind: outcomeNext, next: p} }
 
-// Stay keeps the object in its phase and asks to be called again after d
-// (or at the phase's timeout deadline, when that comes first). d <= 0 is [Wait].
-func Stay(d time.Duration) Outcome { return Outcome{kind: outcomeWait, after: max(d, 0)} }
+// RequeueAfter keeps the object in its phase and asks to be called again
+// after d (or at the phase's timeout deadline, when that comes first).
+// d <= 0 is [Wait]. finalizer.RequeueAfter means the same for a cleanup step.
+func RequeueAfter(d time.Duration) Outcome { return Outcome{kind: outcomeWait, after: max(d, 0)} }
 
 // Wait keeps the object in its phase without a requeue: the next Step comes
 // from a watch event (or the phase's timeout deadline). Use it when waiting
@@ -129,16 +130,9 @@ func (o Outcome) String() string {
 		return "Done()"
 	}
 	if o.after > 0 {
-		return "Stay(" + o.after.String() + ")"
+		return "RequeueAfter(" + o.after.String() + ")"
 	}
 	return "Wait()"
-}
-
-// EventRecorder emits events. The recorder returned by controller-runtime's
-// manager.GetEventRecorder(name) (events.k8s.io/v1) satisfies it, as does
-// client-go's tools/events recorder.
-type EventRecorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
 }
 
 // Observer receives a measurement for every transition the machine makes.
@@ -182,8 +176,8 @@ type Option func(*options)
 
 type options struct {
 	clock             clock.PassiveClock
-	recorder          EventRecorder
-	observer          Observer
+	recorder          events.EventRecorder
+	observers         []Observer
 	phaseField        string
 	timeField         string
 	transitionRequeue time.Duration
@@ -197,11 +191,21 @@ func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock 
 // WithEventRecorder makes the machine emit events: Normal PhaseTransition
 // for every transition, Warning PhaseTimeout, UnknownPhase and
 // TransitionRefused, Normal AwaitingApproval (once per blocked attempt that
-// changed the condition) and DeletionHandled. Default: no events.
-func WithEventRecorder(r EventRecorder) Option { return func(o *options) { o.recorder = r } }
+// changed the condition) and DeletionHandled, through r, client-go's
+// events.EventRecorder (manager.GetEventRecorder, or opkit's deduplicating
+// observability.Recorder around one). Default: no events. Given more than
+// once, the last wins.
+func WithEventRecorder(r events.EventRecorder) Option { return func(o *options) { o.recorder = r } }
 
-// WithObserver sets the [Observer] (default [NopObserver]).
-func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
+// WithObserver adds an [Observer]: every observer given is called for every
+// transition, in the order given (none by default). [Metrics] is one.
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs != nil {
+			o.observers = append(o.observers, obs)
+		}
+	}
+}
 
 // WithStatusFields sets the JSON names, inside status, of the persisted
 // phase (a string) and of the time it was entered (a metav1.Time, RFC 3339).
@@ -330,6 +334,18 @@ type Builder[T client.Object] struct {
 func New[T client.Object](name string, opts ...Option) *Builder[T] {
 	return &Builder[T]{name: name, opts: opts, handlers: map[Phase]Handler[T]{}}
 }
+
+// With adds options after those given to [New]; [Builder.Build] applies them
+// in order (for an option that replaces, such as [WithEventRecorder], the
+// last wins; observers accumulate). The reconciler package uses it to wire
+// its event recorder and metrics into a machine it is given.
+func (b *Builder[T]) With(opts ...Option) *Builder[T] {
+	b.opts = append(b.opts, opts...)
+	return b
+}
+
+// Name returns the machine's name, as given to [New].
+func (b *Builder[T]) Name() string { return b.name }
 
 // Initial sets the entry phase: the phase of an object with no persisted
 // phase, and the recovery target for an undeclared persisted phase.

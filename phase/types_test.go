@@ -110,7 +110,7 @@ type event struct {
 	Type, Reason, Action, Note string
 }
 
-// recorder collects events; it satisfies phase.EventRecorder.
+// recorder collects events; it satisfies events.EventRecorder.
 type recorder struct {
 	mu     sync.Mutex
 	events []event

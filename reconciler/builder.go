@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,7 +33,7 @@ type Builder[T client.Object] struct {
 	owns        []client.Object
 	finName     string
 	finOpts     []finalizer.Option
-	machine     *phase.Machine[T]
+	machine     *phase.Builder[T]
 	desired     DesiredFunc[T]
 	ensureOpts  []ensure.Option
 	status      StatusFunc[T]
@@ -41,6 +42,7 @@ type Builder[T client.Object] struct {
 	predicates  []predicate.Predicate
 	shard       *sharding.Shard
 	steps       Steps[T]
+	shardWired  bool
 	errs        []error
 }
 
@@ -54,11 +56,14 @@ func For[T client.Object](mgr manager.Manager, name string, newObject func() T) 
 	return b
 }
 
-// Owns watches child types: any change to a child controlled by a T (ownerReference,
-// or ensure's owner label for cluster-scoped and cross-namespace children)
-// reconciles that T. Pruning covers these types; Build registers
-// ensure.OwnerIndex for them on the manager's cache, so an owner's children
-// are found by an index lookup.
+// Owns declares child types: a change to a child that carries a controller
+// ownerReference to a T reconciles that T; pruning covers these types, and
+// Build registers ensure.OwnerIndex for them on the manager's cache, so an
+// owner's children are found by an index lookup. Children linked to their
+// owner only by ensure's owner label (cluster-scoped children of a
+// namespaced owner, children in another namespace) are pruned and deleted
+// with the owner, but their changes do not trigger it yet: such an owner
+// sees them again on its next event or resync.
 func (b *Builder[T]) Owns(objs ...client.Object) *Builder[T] {
 	b.owns = append(b.owns, objs...)
 	return b
@@ -66,23 +71,27 @@ func (b *Builder[T]) Owns(objs ...client.Object) *Builder[T] {
 
 // Finalizer adds a finalizer with the given name and steps (finalizer.WithStep …).
 // The builder supplies the manager's client and API reader, and wires events
-// and metrics when [Builder.Observability] is set.
+// and metrics when [Builder.Observability] is set. The finalizer writes its
+// conditions (FinalizerCleanup with reasons CleanupFailed, DeletionBlocked
+// and CleanupInProgress; Stalled with reason StuckDeleting) into T's status
+// through conditions.Status, with no per-type code.
 func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T] {
 	b.finName, b.finOpts = name, opts
 	return b
 }
 
-// Phases drives the object through a phase machine instead of the Children
-// step: on a live object each reconcile runs one [phase.Machine.Step] (after
-// the finalizer was added) and persists the status; the machine owns Ready,
-// Reconciling, Stalled and Degraded. On a deleting object the machine's
-// deletion phase runs first, and finalizer cleanup only once it is handled.
-// Handlers that create children can use [Reconciler.Ensurer] — declare Children
-// too (it is not called in phase mode) to get an Ensurer with pruning wired.
-// Phase transitions reach the metrics when Observability is set; pass
-// phase.WithObserver(reconciler.PhaseObserver(obs.Metrics(), name)) when
-// building the machine.
-func (b *Builder[T]) Phases(m *phase.Machine[T]) *Builder[T] {
+// Phases drives the object through the phase machine m declares instead of
+// the Children step: on a live object each reconcile runs one
+// [phase.Machine.Step] (after the finalizer was added) and persists the
+// status; the machine owns Ready, Reconciling, Stalled and Degraded. On a
+// deleting object the machine's deletion phase runs first, and finalizer
+// cleanup only once it is handled. Handlers that create children can use
+// [Reconciler.Ensurer] — declare Children too (it is not called in phase
+// mode) to get an Ensurer with pruning wired. [Builder.Build] builds the
+// machine; with Observability set it first adds the controller's
+// deduplicating event recorder (replacing one given to phase.New) and
+// phase.Metrics as an observer, so transitions reach events and metrics.
+func (b *Builder[T]) Phases(m *phase.Builder[T]) *Builder[T] {
 	b.machine = m
 	return b
 }
@@ -101,7 +110,12 @@ func (b *Builder[T]) Status(fn StatusFunc[T]) *Builder[T] {
 	return b
 }
 
-// Observability wires metrics, traces, logs and events from o.
+// Observability wires metrics, traces, logs and events from o into the
+// controller and every pattern it composes: the reconcile metrics and spans
+// (observability), the deduplicating event recorder (finalizer, phase and the
+// reconciler's own events), and each package's own metrics registered on
+// o.Registerer() — finalizer.Metrics, phase.Metrics, ensure.Metrics and, for
+// [Builder.Shard], sharding.Metrics.
 func (b *Builder[T]) Observability(o *observability.Observability) *Builder[T] {
 	b.obs = o
 	return b
@@ -148,7 +162,7 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if b.obs != nil {
 		c = b.obs.Client(c)
 	}
-	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status, machine: b.machine}
+	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status}
 	if b.shard != nil && b.desired != nil {
 		shard, desired := b.shard, b.desired
 		r.desired = func(ctx context.Context, obj T) ([]client.Object, error) {
@@ -159,22 +173,55 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 			return children, err
 		}
 	}
+	var reg prometheus.Registerer
 	if b.obs != nil {
 		r.metrics = b.obs.Metrics()
 		r.recorder = b.obs.Recorder(b.name)
+		reg = b.obs.Registerer()
 	}
 	if b.finName != "" {
-		opts := append([]finalizer.Option{finalizer.WithAPIReader(b.mgr.GetAPIReader())}, b.finOpts...)
-		if b.obs != nil {
-			opts = append(opts,
-				finalizer.WithEventRecorder(eventAdapter{b.obs.Recorder(b.name)}),
-				finalizer.WithObserver(finalizerObserver{metrics: r.metrics, controller: b.name}))
+		opts := []finalizer.Option{finalizer.WithAPIReader(b.mgr.GetAPIReader())}
+		if r.recorder != nil {
+			opts = append(opts, finalizer.WithEventRecorder(r.recorder))
 		}
-		f, err := finalizer.New[T](c, b.finName, opts...)
+		if reg != nil {
+			fm, err := finalizer.NewMetrics(reg, b.name)
+			if err != nil {
+				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+			opts = append(opts, finalizer.WithObserver(fm))
+			r.finMetrics = fm
+		}
+		f, err := finalizer.New[T](c, b.finName, append(opts, b.finOpts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
 		}
 		r.finalizer = f
+	}
+	if b.machine != nil {
+		if r.recorder != nil {
+			b.machine.With(phase.WithEventRecorder(r.recorder))
+		}
+		if reg != nil {
+			pm, err := phase.NewMetrics(reg, b.name)
+			if err != nil {
+				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+			b.machine.With(phase.WithObserver(pm))
+		}
+		m, err := b.machine.Build()
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		r.machine = m
+	}
+	if b.shard != nil && reg != nil && !b.shardWired {
+		sm, err := sharding.NewMetrics(reg)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		b.shard.AddObserver(sm)
+		b.shardWired = true
 	}
 	if b.desired != nil || b.machine != nil {
 		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader())}
@@ -186,8 +233,12 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 			}
 			opts = append(opts, ensure.WithPrune(b.owns...), ensure.WithOwnerIndex())
 		}
-		if r.metrics != nil {
-			opts = append(opts, ensure.WithObserver(ensureObserver{metrics: r.metrics, controller: b.name}))
+		if reg != nil {
+			em, err := ensure.NewMetrics(reg, b.name)
+			if err != nil {
+				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+			opts = append(opts, ensure.WithObserver(em))
 		}
 		e, err := ensure.New(c, b.name, append(opts, b.ensureOpts...)...)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,17 +42,18 @@ type StatusFunc[T client.Object] func(ctx context.Context, obj T, observed Obser
 
 // Reconciler runs the skeleton for T. Build it with [For].
 type Reconciler[T client.Object] struct {
-	name      string
-	client    client.Client
-	newObject func() T
-	finalizer *finalizer.Finalizer[T]
-	machine   *phase.Machine[T]
-	ensurer   *ensure.Ensurer
-	desired   DesiredFunc[T]
-	status    StatusFunc[T]
-	metrics   *observability.Metrics
-	recorder  *observability.Recorder
-	steps     Steps[T]
+	name       string
+	client     client.Client
+	newObject  func() T
+	finalizer  *finalizer.Finalizer[T]
+	machine    *phase.Machine[T]
+	ensurer    *ensure.Ensurer
+	desired    DesiredFunc[T]
+	status     StatusFunc[T]
+	metrics    *observability.Metrics
+	finMetrics *finalizer.Metrics
+	recorder   *observability.Recorder
+	steps      Steps[T]
 }
 
 // Steps are the parts of a reconcile that can be replaced one by one. A nil
@@ -76,9 +78,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	obj := r.newObject()
 	if err := r.steps.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			if r.metrics != nil {
-				r.metrics.ForgetObject(r.name, req.NamespacedName)
-			}
+			r.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return outcome.Result(fmt.Errorf("get %s: %w", req.NamespacedName, err))
@@ -91,8 +91,8 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.finalizer != nil {
 		fr, err := r.finalizer.Reconcile(ctx, obj)
 		if fr.Deleting || err != nil {
-			if fr.Gone && r.metrics != nil {
-				r.metrics.ForgetObject(r.name, req.NamespacedName)
+			if fr.Gone {
+				r.forget(req.NamespacedName)
 			}
 			res, err := outcome.Result(err)
 			return merge(res, fr.Result), err
@@ -102,13 +102,19 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 
 	patcher := conditions.NewStatusPatcher(obj)
+	st, serr := conditions.StatusOf(obj) // resolved once for this reconcile
+	if serr != nil {
+		return outcome.Result(serr)
+	}
 	changes, err := r.steps.Sync(ctx, obj)
 	if err == nil && r.status != nil {
 		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.client})
 	}
 	r.report(ctx, obj, changes, err)
-	if cerr := conditions.ApplyOutcome(obj, err); cerr != nil {
-		err = errors.Join(err, cerr)
+	if st.Writable() { // a kind without conditions (a ConfigMap) gets none
+		if cerr := st.ApplyOutcome(err); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
 	}
 	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
 		// The status write's own class decides the retry: a terminal sync error
@@ -119,11 +125,19 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		err = werr
 	}
 	if r.metrics != nil && outcome.Classify(err).Class != outcome.ClassConflict {
-		if cs, lerr := conditions.List(obj); lerr == nil {
+		if cs, lerr := st.List(); lerr == nil {
 			r.metrics.SetConditions(r.name, req.NamespacedName, cs)
 		}
 	}
 	return outcome.Result(err)
+}
+
+// forget drops what the metrics remember about an object that is gone.
+func (r *Reconciler[T]) forget(key types.NamespacedName) {
+	r.metrics.ForgetObject(r.name, key)
+	if r.finMetrics != nil {
+		r.finMetrics.Forget(key)
+	}
 }
 
 // stepMachine runs one step of the phase machine and persists the status. It
@@ -193,25 +207,29 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, p *conditions.StatusPat
 // The recorder deduplicates, so a retry loop does not flood the API.
 func (r *Reconciler[T]) report(ctx context.Context, obj T, changes ensure.ChangeSet, err error) {
 	if r.recorder != nil && changes.Changed() {
-		r.recorder.Normal(obj, ReasonChildrenChanged, "%s", changes.Summary())
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonChildrenChanged, ActionReconcile, "%s", changes.Summary())
 	}
 	c := outcome.Classify(err)
 	switch c.Class {
 	case outcome.ClassTerminal:
 		if r.recorder != nil {
-			r.recorder.Warning(obj, observability.Reason(c.Reason), "%s", c.Message)
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, ActionReconcile, "%s", c.Message)
 		}
 		log.FromContext(ctx).Info("reconcile stalled until the object changes", "reason", c.Reason, "message", c.Message)
 	case outcome.ClassTransient:
 		if r.recorder != nil {
-			r.recorder.Warning(obj, observability.Reason(c.Reason), "%s", c.Message)
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, ActionReconcile, "%s", c.Message)
 		}
 	}
 }
 
 // ReasonChildrenChanged is the event reason when ensure created, updated or
 // deleted children; the message is the change summary.
-const ReasonChildrenChanged observability.Reason = "ChildrenChanged"
+const ReasonChildrenChanged = "ChildrenChanged"
+
+// ActionReconcile is the events.k8s.io/v1 action of the events the
+// reconciler records.
+const ActionReconcile = "Reconcile"
 
 // merge keeps the sooner of two requeue requests.
 func merge(a, b reconcile.Result) reconcile.Result {

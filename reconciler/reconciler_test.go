@@ -258,7 +258,7 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 		order = append(order, s)
 		mu.Unlock()
 	}
-	machine, err := phase.New[*Gadget]("gadget").
+	machine := phase.New[*Gadget]("gadget").
 		Initial(phase.Pending).
 		On(phase.Pending, func(context.Context, *Gadget) (phase.Outcome, error) {
 			record("pending")
@@ -275,11 +275,7 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 		OnDelete(phase.Deleting, func(context.Context, *Gadget) (phase.Outcome, error) {
 			record("deleting-phase")
 			return phase.Done(), nil
-		}).
-		Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+		})
 	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
 		return reconciler.For(mgr, "gadget", newGadget).
 			Phases(machine).

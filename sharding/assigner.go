@@ -82,57 +82,51 @@ type assignKey struct {
 
 const ownerIndex = "sharding.opkit.dev/controller-owner"
 
-// AssignerOption configures [NewAssigner].
-type AssignerOption func(*Assigner)
+// AssignerOption configures [NewAssigner]. Options shared with other
+// constructors ([WithClock], [WithObserver], [WithVirtualNodes],
+// [WithDeadGrace]) are values that implement several option interfaces.
+type AssignerOption interface{ applyToAssigner(*Assigner) }
+
+type assignerOptionFunc func(*Assigner)
+
+func (f assignerOptionFunc) applyToAssigner(a *Assigner) { f(a) }
 
 // WithObjects sets the types whose objects the assigner distributes
 // (prototypes such as &corev1.ConfigMap{}; they must be in the manager's scheme).
 func WithObjects(objs ...client.Object) AssignerOption {
-	return func(a *Assigner) { a.protos = append(a.protos, objs...) }
+	return assignerOptionFunc(func(a *Assigner) { a.protos = append(a.protos, objs...) })
 }
 
 // WithChildren makes children of the given types, controlled by an object of
 // owner's type (owner must also be passed to WithObjects), carry their
 // owner's shard label, so that the member watching the owner also caches them.
 func WithChildren(owner client.Object, children ...client.Object) AssignerOption {
-	return func(a *Assigner) {
+	return assignerOptionFunc(func(a *Assigner) {
 		if a.childProtos == nil {
 			a.childProtos = map[int][]client.Object{}
 		}
 		a.protos = append(a.protos, owner)
 		i := len(a.protos) - 1
 		a.childProtos[i] = append(a.childProtos[i], children...)
-	}
+	})
 }
 
 // WithNamespaces restricts the assigner to objects in these namespaces
 // (default: all namespaces).
 func WithNamespaces(ns ...string) AssignerOption {
-	return func(a *Assigner) { a.namespaces = append(a.namespaces, ns...) }
+	return assignerOptionFunc(func(a *Assigner) { a.namespaces = append(a.namespaces, ns...) })
 }
-
-// WithObserver sets the metrics observer (default [NopObserver]).
-func WithObserver(o Observer) AssignerOption { return func(a *Assigner) { a.observer = o } }
 
 // WithEventRecorder makes the assigner emit a Normal event "ShardMoved" on
 // every object it moves to another member, and "ShardDrain" when it asks a
 // member to give one up.
 func WithEventRecorder(r events.EventRecorder) AssignerOption {
-	return func(a *Assigner) { a.recorder = r }
+	return assignerOptionFunc(func(a *Assigner) { a.recorder = r })
 }
 
-// WithAssignerClock sets the clock used to judge Lease ages.
-func WithAssignerClock(c clock.WithTicker) AssignerOption { return func(a *Assigner) { a.clock = c } }
-
-// WithRingVirtualNodes sets the virtual nodes per member (default [DefaultVirtualNodes]).
-func WithRingVirtualNodes(n int) AssignerOption { return func(a *Assigner) { a.vnodes = max(n, 1) } }
-
 // WithWorkers sets how many objects are assigned concurrently (default 4).
-func WithWorkers(n int) AssignerOption { return func(a *Assigner) { a.workers = max(n, 1) } }
-
-// WithAssignerDeadGrace is [WithDeadGrace] for the assigner's view of members.
-func WithAssignerDeadGrace(f func(time.Duration) time.Duration) AssignerOption {
-	return func(a *Assigner) { a.grace = f }
+func WithWorkers(n int) AssignerOption {
+	return assignerOptionFunc(func(a *Assigner) { a.workers = max(n, 1) })
 }
 
 // NewAssigner returns the assigner of ring, whose member Leases live in
@@ -152,7 +146,7 @@ func NewAssigner(ring, leaseNamespace string, opts ...AssignerOption) (*Assigner
 		workers:  4,
 	}
 	for _, o := range opts {
-		o(a)
+		o.applyToAssigner(a)
 	}
 	if len(a.protos) == 0 {
 		return nil, errors.New("sharding: NewAssigner needs WithObjects")

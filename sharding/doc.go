@@ -63,7 +63,7 @@
 //
 // # Usage
 //
-//	shard, _ := sharding.NewShard("web", podName, sharding.WithLeaseNamespace(ns))
+//	shard, _ := sharding.NewShard("web", podName, ns)
 //	mgr, _ := manager.New(cfg, manager.Options{
 //		LeaderElection: true, LeaderElectionID: "web-assigner", // for the assigner only
 //		Cache: cache.Options{ByObject: shard.CacheByObject(&v1.Web{}, &appsv1.Deployment{})},
@@ -79,6 +79,8 @@
 // Reconcilers that create children should call [Shard.LabelChild] so the new
 // child is in the member's cache at once.
 //
-// Metrics: pass an [Observer] ([WithObserver], [WithShardObserver]); events
+// Metrics: [Metrics] (from [NewMetrics]) is an [Observer]; pass it to
+// [WithObserver] of the assigner and of each member (the reconciler package
+// does this for a member it is given). Events
 // "ShardMoved" and "ShardDrain" are emitted with [WithEventRecorder].
 package sharding

@@ -191,11 +191,10 @@ func (c *cluster) startReplica(member string, isMember bool, opts ...sharding.Sh
 	t := c.t
 	t.Helper()
 	opts = append([]sharding.ShardOption{
-		sharding.WithLeaseNamespace(c.ns),
 		sharding.WithLeaseDuration(c.lease),
-		sharding.WithShardObserver(&c.obs),
+		sharding.WithObserver(&c.obs),
 	}, opts...)
-	shard, err := sharding.NewShard(c.ring, member, opts...)
+	shard, err := sharding.NewShard(c.ring, member, c.ns, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,22 +74,9 @@ type observed struct {
 	confirmed bool
 }
 
-// MembershipOption configures [NewMembership].
-type MembershipOption func(*Membership)
-
-// WithClock sets the clock Membership measures lease age with (a fake one in tests).
-func WithClock(c clock.PassiveClock) MembershipOption {
-	return func(m *Membership) { m.clock = c }
-}
-
-// WithDeadGrace sets how long after expiry a member becomes dead, as a function
-// of its lease duration. The default is the lease duration itself (dead after
-// two durations without a renewal). The grace must exceed the longest
-// Reconcile: a member that loses its lease stops starting reconciles, but one
-// already running finishes.
-func WithDeadGrace(f func(leaseDuration time.Duration) time.Duration) MembershipOption {
-	return func(m *Membership) { m.grace = f }
-}
+// MembershipOption configures [NewMembership]: [WithClock] and
+// [WithDeadGrace].
+type MembershipOption interface{ applyToMembership(*Membership) }
 
 // NewMembership returns an empty Membership.
 func NewMembership(opts ...MembershipOption) *Membership {
@@ -99,7 +86,7 @@ func NewMembership(opts ...MembershipOption) *Membership {
 		members: map[string]*observed{},
 	}
 	for _, o := range opts {
-		o(m)
+		o.applyToMembership(m)
 	}
 	return m
 }

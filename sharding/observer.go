@@ -42,3 +42,42 @@ func (NopObserver) RingRecomputed(string, []string) {}
 
 // MemberObjects implements [Observer].
 func (NopObserver) MemberObjects(string, map[string]int) {}
+
+// observers calls every observer in turn.
+type observers []Observer
+
+func (os observers) ObjectAssigned(ring, member string) {
+	for _, o := range os {
+		o.ObjectAssigned(ring, member)
+	}
+}
+
+func (os observers) ObjectMoved(ring, from, to string, immediate bool) {
+	for _, o := range os {
+		o.ObjectMoved(ring, from, to, immediate)
+	}
+}
+
+func (os observers) DrainRequested(ring, member string) {
+	for _, o := range os {
+		o.DrainRequested(ring, member)
+	}
+}
+
+func (os observers) DrainAcknowledged(ring, member string) {
+	for _, o := range os {
+		o.DrainAcknowledged(ring, member)
+	}
+}
+
+func (os observers) RingRecomputed(ring string, members []string) {
+	for _, o := range os {
+		o.RingRecomputed(ring, members)
+	}
+}
+
+func (os observers) MemberObjects(ring string, counts map[string]int) {
+	for _, o := range os {
+		o.MemberObjects(ring, counts)
+	}
+}

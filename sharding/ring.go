@@ -2,7 +2,7 @@ package sharding
 
 import (
 	"fmt"
-	"hash/fnv"
+
 	"math"
 	"slices"
 	"sort"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 )
 
 // DefaultVirtualNodes is how many points each member gets on a [Ring]. With
@@ -36,22 +37,17 @@ type point struct {
 	member string
 }
 
-// RingOption configures [NewRing].
-type RingOption func(*ringOptions)
+// RingOption configures [NewRing]: [WithVirtualNodes].
+type RingOption interface{ applyToRing(*ringOptions) }
 
 type ringOptions struct{ vnodes int }
-
-// WithVirtualNodes sets how many points each member gets (minimum 1).
-func WithVirtualNodes(n int) RingOption {
-	return func(o *ringOptions) { o.vnodes = max(n, 1) }
-}
 
 // NewRing builds a ring of the given members. Duplicates and empty names are
 // ignored; the order of members does not matter.
 func NewRing(members []string, opts ...RingOption) *Ring {
 	o := ringOptions{vnodes: DefaultVirtualNodes}
 	for _, opt := range opts {
-		opt(&o)
+		opt.applyToRing(&o)
 	}
 	ms := make([]string, 0, len(members))
 	for _, m := range members {
@@ -164,30 +160,30 @@ func ObjectKey(gk schema.GroupKind, namespace, name string) string {
 	return gk.String() + "/" + namespace + "/" + name
 }
 
-// UIDHash is the FNV-1a 64 hash of uid that kube-apiserver's shard selector
-// (ShardedListAndWatch) compares against its ranges.
+// UIDHash is the hash of uid that kube-apiserver's shard selector
+// (ShardedListAndWatch) compares against its ranges: apimachinery's
+// sharding.HashField (FNV-1a 64) read back as a number.
 func UIDHash(uid string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(uid))
-	return h.Sum64()
+	v, _ := strconv.ParseUint(apisharding.HashField(uid), 16, 64)
+	return v
 }
 
 // ShardSelector renders ranges as a kube-apiserver shard selector over
-// object.metadata.uid, e.g.
+// object.metadata.uid with apimachinery's sharding.NewSelector, e.g.
 // "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')".
 // It returns "" for no ranges: callers must not send an empty selector (the
 // server rejects it) and must treat "no ranges" as "watch nothing".
 func ShardSelector(ranges []HashRange) string {
-	s := ""
+	if len(ranges) == 0 {
+		return ""
+	}
+	reqs := make([]apisharding.ShardRangeRequirement, len(ranges))
 	for i, rg := range ranges {
-		if i > 0 {
-			s += " || "
-		}
 		end := fmt.Sprintf("0x%016x", rg.Last+1)
 		if rg.Last == math.MaxUint64 {
 			end = "0x10000000000000000"
 		}
-		s += fmt.Sprintf("shardRange(object.metadata.uid, '0x%016x', '%s')", rg.First, end)
+		reqs[i] = apisharding.ShardRangeRequirement{Key: "object.metadata.uid", Start: fmt.Sprintf("0x%016x", rg.First), End: end}
 	}
-	return s
+	return apisharding.NewSelector(reqs...).String()
 }

@@ -61,7 +61,7 @@ func ServerSideSupported(ctx context.Context, c client.Reader, list client.Objec
 // NewServerSideShard returns a member of a ring with a fixed member list that
 // uses kube-apiserver's shard selector instead of labels: it owns the objects
 // whose FNV-1a 64 hash of metadata.uid falls into Ring.Ranges(member) of
-// NewRing(members) (with DefaultVirtualNodes unless WithServerSideVirtualNodes).
+// NewRing(members) (with DefaultVirtualNodes unless WithVirtualNodes).
 // Nothing is written to objects and no Lease is held; every replica must be
 // started with the same members. Use [Shard.NewInformer] as
 // cache.Options.NewInformer so the cache lists and watches only those ranges.
@@ -77,12 +77,6 @@ func NewServerSideShard(ring, member string, members []string, opts ...ShardOpti
 	s.serverSide = true
 	return s, nil
 }
-
-// WithServerSideVirtualNodes sets the virtual nodes of a server-side ring
-// (default [DefaultVirtualNodes]). Every point of another member splits a
-// range, so the selector a member sends has about this many ranges; fewer
-// points mean a shorter request URL and a less even spread.
-func WithServerSideVirtualNodes(n int) ShardOption { return func(s *Shard) { s.vnodes = max(n, 1) } }
 
 // ShardSelector returns the selector a server-side shard sends ("" for other
 // shards, and for a member with no range).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -53,8 +55,8 @@ type Shard struct {
 	renewInterval  time.Duration
 	retryInterval  time.Duration
 	releaseOnStop  bool
-	clock          clock.Clock
-	observer       Observer
+	clock          clock.WithTicker
+	observers      observers
 
 	scheme    *runtime.Scheme
 	client    client.Client
@@ -75,12 +77,15 @@ type Shard struct {
 	watch     *holderWatch
 }
 
-// ShardOption configures [NewShard] and [NewStaticShard].
-type ShardOption func(*Shard)
+// ShardOption configures [NewShard], [NewStaticShard] and
+// [NewServerSideShard]. Options shared with other constructors ([WithClock],
+// [WithObserver], [WithVirtualNodes]) are values that implement several
+// option interfaces.
+type ShardOption interface{ applyToShard(*Shard) }
 
-// WithLeaseNamespace sets the namespace of the member Lease (required by
-// [NewShard]); the [Assigner] of the ring must watch the same namespace.
-func WithLeaseNamespace(ns string) ShardOption { return func(s *Shard) { s.leaseNamespace = ns } }
+type shardOptionFunc func(*Shard)
+
+func (f shardOptionFunc) applyToShard(s *Shard) { f(s) }
 
 // WithLeaseDuration sets the lease duration the member announces (whole
 // seconds, at least 1s; default [DefaultLeaseDuration]). The member renews
@@ -88,38 +93,48 @@ func WithLeaseNamespace(ns string) ShardOption { return func(s *Shard) { s.lease
 // a renewal and dead after two: an ungraceful member's objects move after
 // about twice this.
 func WithLeaseDuration(d time.Duration) ShardOption {
-	return func(s *Shard) { s.leaseDuration = max(d.Truncate(time.Second), time.Second) }
+	return shardOptionFunc(func(s *Shard) { s.leaseDuration = max(d.Truncate(time.Second), time.Second) })
 }
 
 // WithInstanceID sets the Lease holderIdentity this process uses (default: the
 // member name plus a random suffix). Two processes started with the same
 // member name must have different instance IDs: that is how the second one
 // notices the first and waits.
-func WithInstanceID(id string) ShardOption { return func(s *Shard) { s.instance = id } }
+func WithInstanceID(id string) ShardOption {
+	return shardOptionFunc(func(s *Shard) { s.instance = id })
+}
 
 // WithReleaseOnStop controls whether a stopping member releases its Lease
 // (default true): its objects then move at once. With false the Lease is left
 // to expire, so a process restarted with the same member name (e.g. a
 // StatefulSet pod) takes it over after two lease durations and keeps the
 // objects; tests use it to simulate a crash.
-func WithReleaseOnStop(release bool) ShardOption { return func(s *Shard) { s.releaseOnStop = release } }
+func WithReleaseOnStop(release bool) ShardOption {
+	return shardOptionFunc(func(s *Shard) { s.releaseOnStop = release })
+}
 
-// WithShardClock sets the clock used for lease renewals and self-fencing.
-func WithShardClock(c clock.Clock) ShardOption { return func(s *Shard) { s.clock = c } }
+// AddObserver adds o to the member's observers (see [WithObserver]); call it
+// before the manager starts. The reconciler package adds sharding.Metrics to
+// a member it is given.
+func (s *Shard) AddObserver(o Observer) {
+	if o != nil {
+		s.observers = append(s.observers, o)
+	}
+}
 
-// WithShardObserver sets the observer of drain acknowledgements.
-func WithShardObserver(o Observer) ShardOption { return func(s *Shard) { s.observer = o } }
-
-// NewShard returns a dynamic member of ring named member. Both names must be
-// DNS-1123 labels; [WithLeaseNamespace] is required.
-func NewShard(ring, member string, opts ...ShardOption) (*Shard, error) {
+// NewShard returns a dynamic member of ring named member, whose member Lease
+// lives in leaseNamespace (the [Assigner] of the ring watches the same
+// namespace). Ring and member must be DNS-1123 labels, leaseNamespace a
+// namespace name.
+func NewShard(ring, member, leaseNamespace string, opts ...ShardOption) (*Shard, error) {
+	if errs := validation.IsDNS1123Label(leaseNamespace); len(errs) > 0 {
+		return nil, fmt.Errorf("sharding: lease namespace %q: %s", leaseNamespace, strings.Join(errs, "; "))
+	}
 	s, err := newShard(ring, member, opts)
 	if err != nil {
 		return nil, err
 	}
-	if s.leaseNamespace == "" {
-		return nil, errors.New("sharding: NewShard needs WithLeaseNamespace")
-	}
+	s.leaseNamespace = leaseNamespace
 	return s, nil
 }
 
@@ -148,12 +163,11 @@ func newShard(ring, member string, opts []ShardOption) (*Shard, error) {
 		leaseDuration: DefaultLeaseDuration,
 		releaseOnStop: true,
 		clock:         clock.RealClock{},
-		observer:      NopObserver{},
 		inflight:      map[string]int{},
 		vnodes:        DefaultVirtualNodes,
 	}
 	for _, o := range opts {
-		o(s)
+		o.applyToShard(s)
 	}
 	if s.instance == "" {
 		b := make([]byte, 4)
@@ -413,7 +427,7 @@ func (a *drainAcknowledger) Reconcile(ctx context.Context, req reconcile.Request
 		}
 		return reconcile.Result{}, fmt.Errorf("sharding: acknowledge drain of %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	s.observer.DrainAcknowledged(s.ring, s.member)
+	s.observers.DrainAcknowledged(s.ring, s.member)
 	return reconcile.Result{}, nil
 }
 

@@ -26,7 +26,6 @@ import (
 	"github.com/opkit/opkit/examples/bucket/controller"
 	"github.com/opkit/opkit/examples/internal/e2etest"
 	"github.com/opkit/opkit/examples/internal/examplecmd"
-	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -169,7 +168,7 @@ func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
 	return out
 }
 
-func waitEvent(t *testing.T, ns, name string, reason observability.Reason) eventsv1.Event {
+func waitEvent(t *testing.T, ns, name string, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
 	waitFor(t, 30*time.Second, "event "+string(reason)+" on "+name, func() (bool, error) {
@@ -434,7 +433,7 @@ func TestTerminalCloudErrorsStallWithoutHotLoop(t *testing.T) {
 			if stalled.Reason != tc.reason || !conditions.IsFalse(b, conditions.Ready) || conditions.Get(b, conditions.Reconciling) != nil {
 				t.Fatalf("conditions: %+v", b.Status.Conditions)
 			}
-			waitEvent(t, f.ns, "refused", observability.Reason(tc.reason))
+			waitEvent(t, f.ns, "refused", tc.reason)
 			// The marker write of the first attempt triggers one more
 			// reconcile, and Events are sent asynchronously: let both finish.
 			settle(t, func() int { return f.cloud.CallCount("") + op.requests.Writes() })

@@ -31,7 +31,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	// SHARDED_TEST_LOGS=1 shows the replicas' logs.
 	if os.Getenv("SHARDED_TEST_LOGS") == "1" {
-		logf.SetLogger(observability.NewLogger(observability.LogDevelopment(true), observability.LogTo(os.Stderr)))
+		logf.SetLogger(observability.NewLogger(observability.WithLogDevelopment(true), observability.WithLogOutput(os.Stderr)))
 	} else {
 		logf.SetLogger(logr.Discard())
 	}

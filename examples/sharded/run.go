@@ -41,7 +41,7 @@ func run(ctx context.Context, o options) error {
 		ctrl.SetLogger(logr.Discard())
 	} else {
 		// The demo's progress owns stdout; the replicas' logs go to stderr.
-		ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(true), observability.LogTo(os.Stderr)))
+		ctrl.SetLogger(observability.NewLogger(observability.WithLogDevelopment(true), observability.WithLogOutput(os.Stderr)))
 	}
 	scheme, err := newScheme()
 	if err != nil {

@@ -79,18 +79,18 @@ const ReasonAvailable = "BucketAvailable"
 // Event reasons the controller emits, besides the reconciler's.
 const (
 	// ReasonCreated (Normal): the cloud bucket was created.
-	ReasonCreated observability.Reason = "BucketCreated"
+	ReasonCreated = "BucketCreated"
 	// ReasonCreateRecovered (Normal): a create interrupted before its result
 	// was recorded had succeeded; the bucket was found by its name and
 	// request token and not created again.
-	ReasonCreateRecovered observability.Reason = "CreateRecovered"
+	ReasonCreateRecovered = "CreateRecovered"
 	// ReasonUpdated (Normal): the cloud bucket was changed to a new spec.
-	ReasonUpdated observability.Reason = "BucketUpdated"
+	ReasonUpdated = "BucketUpdated"
 	// ReasonDriftCorrected (Warning): the cloud bucket had been changed (or
 	// deleted) outside Kubernetes and was set back to the spec.
-	ReasonDriftCorrected observability.Reason = "DriftCorrected"
+	ReasonDriftCorrected = "DriftCorrected"
 	// ReasonOrphaned (Normal): deletionPolicy Orphan left the cloud bucket.
-	ReasonOrphaned observability.Reason = "BucketOrphaned"
+	ReasonOrphaned = "BucketOrphaned"
 )
 
 // Options configure [Setup].
@@ -362,9 +362,9 @@ func (c *bucketController) create(ctx context.Context, cl *cloud.Client, b *stor
 		return nil, err
 	}
 	if existedBefore {
-		c.events.Warning(b, ReasonDriftCorrected, "cloud bucket %s was deleted outside Kubernetes; created it again", name)
+		c.events.Eventf(b, nil, corev1.EventTypeWarning, ReasonDriftCorrected, reconciler.ActionReconcile, "cloud bucket %s was deleted outside Kubernetes; created it again", name)
 	} else {
-		c.events.Normal(b, ReasonCreated, "created cloud bucket %s in %s", name, b.Spec.Region)
+		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonCreated, reconciler.ActionReconcile, "created cloud bucket %s in %s", name, b.Spec.Region)
 	}
 	return ext, nil
 }
@@ -383,7 +383,7 @@ func (c *bucketController) recognise(ctx context.Context, b *storagev1.Bucket, e
 			return err
 		}
 		log.FromContext(ctx).Info("found the bucket of an interrupted create; not creating another", "bucket", ext.Name)
-		c.events.Normal(b, ReasonCreateRecovered, "found cloud bucket %s made by an interrupted create (same request token); not creating another", ext.Name)
+		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonCreateRecovered, reconciler.ActionReconcile, "found cloud bucket %s made by an interrupted create (same request token); not creating another", ext.Name)
 	}
 	return nil
 }
@@ -417,9 +417,9 @@ func (c *bucketController) correct(ctx context.Context, cl *cloud.Client, b *sto
 	}
 	if drift {
 		log.FromContext(ctx).Info("corrected drift made outside Kubernetes", "bucket", ext.Name, "changes", diffs)
-		c.events.Warning(b, ReasonDriftCorrected, "cloud bucket %s was changed outside Kubernetes; set back: %s", ext.Name, strings.Join(diffs, ", "))
+		c.events.Eventf(b, nil, corev1.EventTypeWarning, ReasonDriftCorrected, reconciler.ActionReconcile, "cloud bucket %s was changed outside Kubernetes; set back: %s", ext.Name, strings.Join(diffs, ", "))
 	} else {
-		c.events.Normal(b, ReasonUpdated, "updated cloud bucket %s: %s", ext.Name, strings.Join(diffs, ", "))
+		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonUpdated, reconciler.ActionReconcile, "updated cloud bucket %s: %s", ext.Name, strings.Join(diffs, ", "))
 	}
 	return updated, nil
 }
@@ -438,7 +438,7 @@ func (c *bucketController) deleteBucket(ctx context.Context, b *storagev1.Bucket
 		return finalizer.Done(), nil // no create was ever attempted
 	}
 	if b.Spec.DeletionPolicy == storagev1.DeletionOrphan {
-		c.events.Normal(b, ReasonOrphaned, "deletionPolicy Orphan: cloud bucket %s is left in place", name)
+		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonOrphaned, reconciler.ActionReconcile, "deletionPolicy Orphan: cloud bucket %s is left in place", name)
 		return finalizer.Done(), nil
 	}
 	cl, err := c.cloudClient(ctx, b)
@@ -459,7 +459,7 @@ func (c *bucketController) deleteBucket(ctx context.Context, b *storagev1.Bucket
 		log.FromContext(ctx).Info("cloud bucket was not created for this Bucket; leaving it", "bucket", name)
 		return finalizer.Done(), nil
 	case ext.State == cloud.StateDeleting:
-		return finalizer.Pending(c.poll), nil
+		return finalizer.RequeueAfter(c.poll), nil
 	}
 	dctx, done := observability.StartExternal(ctx, "cloud.DeleteBucket")
 	err = cl.Delete(dctx, name)
@@ -467,7 +467,7 @@ func (c *bucketController) deleteBucket(ctx context.Context, b *storagev1.Bucket
 	if err != nil && !cloud.IsNotFound(err) {
 		return finalizer.StepResult{}, classify(err)
 	}
-	return finalizer.Pending(c.poll), nil // look again: done only once a GET says 404
+	return finalizer.RequeueAfter(c.poll), nil // look again: done only once a GET says 404
 }
 
 // cloudClient reads b's credentials (live: Secrets other than the

@@ -142,14 +142,10 @@ func Setup(mgr manager.Manager, o Options) error {
 		return err
 	}
 	r := &handlers{client: c, ensurer: e, opts: o}
-	popts := []phase.Option{phase.WithEventRecorder(mgr.GetEventRecorder(Name))}
-	if o.Observability != nil {
-		popts = append(popts, phase.WithObserver(reconciler.PhaseObserver(o.Observability.Metrics(), Name)))
-	}
-	m, err := newMachine(r, popts...)
-	if err != nil {
-		return err
-	}
+	// Without Observability the machine's events go straight to the
+	// manager's recorder; with it, the reconciler wires its deduplicating
+	// recorder and the phase metrics into the machine.
+	m := newMachine(r, phase.WithEventRecorder(mgr.GetEventRecorder(Name)))
 	return reconciler.For(mgr, Name, func() *dbv1.Database { return &dbv1.Database{} }).
 		Owns(&appsv1.StatefulSet{}, &corev1.Service{}, &batchv1.Job{}).
 		Phases(m).
@@ -165,14 +161,14 @@ func Setup(mgr manager.Manager, o Options) error {
 func Diagram() (string, error) {
 	o := Options{}
 	o.defaults()
-	m, err := newMachine(&handlers{opts: o})
+	m, err := newMachine(&handlers{opts: o}).Build()
 	if err != nil {
 		return "", err
 	}
 	return m.Mermaid(), nil
 }
 
-func newMachine(r *handlers, opts ...phase.Option) (*phase.Machine[*dbv1.Database], error) {
+func newMachine(r *handlers, opts ...phase.Option) *phase.Builder[*dbv1.Database] {
 	return phase.New[*dbv1.Database](Name, opts...).
 		Initial(phase.Pending).
 		On(phase.Pending, r.pending, phase.To(phase.Provisioning)).
@@ -181,8 +177,7 @@ func newMachine(r *handlers, opts ...phase.Option) (*phase.Machine[*dbv1.Databas
 		On(BackingUp, r.backingUp, phase.To(Upgrading, phase.Ready), phase.Timeout(r.opts.BackupTimeout, phase.Degraded)).
 		On(Upgrading, r.upgrading, phase.To(phase.Ready), phase.Timeout(r.opts.UpgradeTimeout, phase.Degraded)).
 		On(phase.Degraded, r.degraded, phase.To(phase.Ready)).
-		OnDelete(phase.Deleting, r.deleting).
-		Build()
+		OnDelete(phase.Deleting, r.deleting)
 }
 
 // handlers are the phase handlers. Each one checks the world and converges
@@ -217,7 +212,7 @@ func (r *handlers) provisioning(ctx context.Context, db *dbv1.Database) (phase.O
 	}
 	want := db.DesiredReplicas()
 	if !settled(sts, want) {
-		return phase.Stay(5 * time.Second).WithMessage(fmt.Sprintf("provisioning: %d/%d replicas ready", readyOf(sts), want)), nil
+		return phase.RequeueAfter(5 * time.Second).WithMessage(fmt.Sprintf("provisioning: %d/%d replicas ready", readyOf(sts), want)), nil
 	}
 	db.Status.CurrentVersion = version
 	return phase.Next(phase.Ready).WithMessage(fmt.Sprintf("%d/%d replicas of %s ready", want, want, version)), nil
@@ -255,7 +250,7 @@ func (r *handlers) ready(ctx context.Context, db *dbv1.Database) (phase.Outcome,
 		return phase.Next(phase.Degraded).WithMessage(fmt.Sprintf("%d/%d replicas ready for %s (threshold %s)",
 			readyOf(sts), db.DesiredReplicas(), lost.Round(time.Second), r.opts.DegradedAfter)), nil
 	}
-	return phase.Stay(r.opts.DegradedAfter - lost), nil
+	return phase.RequeueAfter(r.opts.DegradedAfter - lost), nil
 }
 
 // backingUp runs the pre-upgrade backup Job from the running version and
@@ -271,7 +266,7 @@ func (r *handlers) backingUp(ctx context.Context, db *dbv1.Database) (phase.Outc
 	name := PreUpgradeBackupName(db)
 	done, err := r.backup(ctx, db, name, backup.ReasonPreUpgrade)
 	if err != nil || !done {
-		return phase.Stay(2 * time.Second).WithMessage(fmt.Sprintf("backup %s of %s running", name, db.Status.CurrentVersion)), err
+		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("backup %s of %s running", name, db.Status.CurrentVersion)), err
 	}
 	return phase.Next(Upgrading).WithMessage(fmt.Sprintf("backup %s completed; upgrading from %s to %s", name, db.Status.CurrentVersion, db.Spec.Version)), nil
 }
@@ -289,7 +284,7 @@ func (r *handlers) upgrading(ctx context.Context, db *dbv1.Database) (phase.Outc
 		return phase.Outcome{}, err
 	}
 	if sts == nil {
-		return phase.Stay(5 * time.Second).WithMessage("upgrade waiting: the StatefulSet is missing (Degraded recreates it on timeout)"), nil
+		return phase.RequeueAfter(5 * time.Second).WithMessage("upgrade waiting: the StatefulSet is missing (Degraded recreates it on timeout)"), nil
 	}
 	want := db.DesiredReplicas()
 	target := Image(r.opts.Image, db.Spec.Version)
@@ -319,7 +314,7 @@ func (r *handlers) upgrading(ctx context.Context, db *dbv1.Database) (phase.Outc
 		db.Status.CurrentVersion = db.Spec.Version
 		return phase.Next(phase.Ready).WithMessage(fmt.Sprintf("upgraded from %s to %s: %d/%d replicas ready", from, db.Spec.Version, want, want)), nil
 	}
-	return phase.Stay(time.Second).WithMessage(fmt.Sprintf("upgrading to %s: %d/%d replicas updated and ready, partition %d",
+	return phase.RequeueAfter(time.Second).WithMessage(fmt.Sprintf("upgrading to %s: %d/%d replicas updated and ready, partition %d",
 		db.Spec.Version, updated, want, partition)), nil
 }
 
@@ -343,7 +338,7 @@ func (r *handlers) degraded(ctx context.Context, db *dbv1.Database) (phase.Outco
 	if ok, _ := r.observeReplicas(db, sts); ok && sts.Status.Replicas == want {
 		return phase.Next(phase.Ready).WithMessage(fmt.Sprintf("recovered: %d/%d replicas ready", want, want)), nil
 	}
-	return phase.Stay(5 * time.Second).WithMessage(fmt.Sprintf("%d/%d replicas ready", readyOf(sts), want)), nil
+	return phase.RequeueAfter(5 * time.Second).WithMessage(fmt.Sprintf("%d/%d replicas ready", readyOf(sts), want)), nil
 }
 
 // deleting takes the final backup, unless it is waived or there is nothing
@@ -359,7 +354,7 @@ func (r *handlers) deleting(ctx context.Context, db *dbv1.Database) (phase.Outco
 	name := FinalBackupName(db)
 	done, err := r.backup(ctx, db, name, backup.ReasonFinal)
 	if err != nil || !done {
-		return phase.Stay(2 * time.Second).WithMessage(fmt.Sprintf("taking the final backup %s before deletion; to delete without it: kubectl annotate -n %s database/%s %s=true",
+		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("taking the final backup %s before deletion; to delete without it: kubectl annotate -n %s database/%s %s=true",
 			name, db.Namespace, db.Name, dbv1.SkipFinalBackupAnnotation)), err
 	}
 	return phase.Done().WithMessage(fmt.Sprintf("final backup %s completed", name)), nil
@@ -380,7 +375,7 @@ func (r *handlers) verifyFinalBackup(ctx context.Context, db *dbv1.Database) (fi
 		return finalizer.StepResult{}, err
 	}
 	if !done {
-		return finalizer.Pending(2 * time.Second), nil
+		return finalizer.RequeueAfter(2 * time.Second), nil
 	}
 	return finalizer.Done(), nil
 }

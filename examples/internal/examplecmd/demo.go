@@ -236,7 +236,7 @@ func (n Narrator) ApplySamples(ctx context.Context, c client.Client, ns string, 
 // progress owns stdout. It logs JSON, for a cluster's log pipeline, unless
 // the demo is embedded or DevLogs asks for human-readable lines.
 func (f *Flags) SetLogger(embedded bool) {
-	ctrl.SetLogger(observability.NewLogger(observability.LogDevelopment(f.DevLogs || embedded), observability.LogTo(os.Stderr)))
+	ctrl.SetLogger(observability.NewLogger(observability.WithLogDevelopment(f.DevLogs || embedded), observability.WithLogOutput(os.Stderr)))
 }
 
 // Background is a manager running on its own goroutine while the embedded

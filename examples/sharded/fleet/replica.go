@@ -87,8 +87,7 @@ type Replica struct {
 
 // NewReplica builds a replica against cfg; [Replica.Start] runs it.
 func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
-	shard, err := sharding.NewShard(o.Ring, o.Member,
-		sharding.WithLeaseNamespace(o.Namespace),
+	shard, err := sharding.NewShard(o.Ring, o.Member, o.Namespace,
 		sharding.WithLeaseDuration(o.LeaseDuration),
 		sharding.WithReleaseOnStop(o.ReleaseOnStop))
 	if err != nil {

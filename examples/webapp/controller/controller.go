@@ -70,7 +70,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Owns(&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
 		Finalizer(FinalizerName, finalizer.WithStep("release-route", func(ctx context.Context, app *webappv1.WebApp) (finalizer.StepResult, error) {
 			if !o.Registry.Release(ctx, key(app)) {
-				return finalizer.Pending(2 * time.Second), nil
+				return finalizer.RequeueAfter(2 * time.Second), nil
 			}
 			return finalizer.Done(), nil
 		})).
