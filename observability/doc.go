@@ -20,8 +20,8 @@
 // reason) per interval, whatever the messages. Its state is an LRU of at most
 // [DefaultDedupCacheSize] (4096) entries: an evicted entry only means the
 // next Event for it is written. A suppressed call makes no API request and
-// starts no goroutine. All three are options ([DedupInterval], [DedupBurst],
-// [DedupCacheSize]).
+// starts no goroutine. All three are options ([WithDedupInterval], [WithDedupBurst],
+// [WithDedupCacheSize]).
 //
 // Triggers. Which watched object and event type enqueued each request is
 // kept until its reconcile starts, in an LRU of [DefaultTriggerCacheSize]

@@ -28,9 +28,24 @@
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
 //     controller's own status writes do not trigger reconciles.
+//   - One status accessor: T's status is resolved once per reconcile
+//     ([conditions.StatusOf]); the finalizer's conditions (FinalizerCleanup
+//     with reason CleanupFailed or DeletionBlocked, Stalled with reason
+//     StuckDeleting) and the outcome's conditions reach any T whose status
+//     has []metav1.Condition, with no per-type code. A T without conditions
+//     (a ConfigMap) is reconciled without them.
+//   - One recorder, one observer convention: with [Builder.Observability],
+//     every event (the reconciler's, the finalizer's, the phase machine's) goes
+//     through the deduplicating observability.Recorder, and each package's
+//     own metrics (finalizer.Metrics, phase.Metrics, ensure.Metrics,
+//     sharding.Metrics) are registered on the same registerer and wired in.
 //
-// Each step can be replaced (options WithGetStep, …) and each package can be
-// used without this one. The full skeleton for a WebApp in user code:
+// Layering: outcome and conditions are the base every pattern package may
+// import; finalizer, ensure, phase, sharding, observability and webhook do
+// not import each other; this package composes them.
+//
+// Each step can be replaced ([Builder.WithSteps]: Get, Sync, WriteStatus) and
+// each package can be used without this one. The full skeleton for a WebApp in user code:
 //
 //	err := reconciler.For[*v1.WebApp](mgr, "webapp", func() *v1.WebApp { return &v1.WebApp{} }).
 //		Owns(&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}).

@@ -24,6 +24,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/conditions"
+	bucketv1 "github.com/opkit/opkit/examples/bucket/api/v1"
+	dbv1 "github.com/opkit/opkit/examples/database/api/v1"
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/outcome"
@@ -42,7 +45,13 @@ func TestMain(m *testing.M) {
 	if err := addGadgets(s); err != nil {
 		panic(err)
 	}
-	os.Exit(testenv.RunMain(m, &env, testenv.WithCRDPaths("testdata"), testenv.WithScheme(s)))
+	for _, add := range []func(*runtime.Scheme) error{webappv1.AddToScheme, bucketv1.AddToScheme, dbv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(testenv.RunMain(m, &env, testenv.WithScheme(s), testenv.WithCRDPaths("testdata",
+		"../examples/webapp/config/crd", "../examples/bucket/config/crd", "../examples/database/config/crd")))
 }
 
 func newGadget() *Gadget { return &Gadget{} }

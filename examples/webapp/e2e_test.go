@@ -282,6 +282,11 @@ func TestInvalidWebAppsAreRejectedBySchema(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("want Invalid naming %s, got %v", tc.field, err)
 			}
+			// The error quotes what the user wrote: defaulting must not
+			// rewrite an invalid value before validation reports it.
+			if name == "bad image" && (!strings.Contains(err.Error(), `"Not An Image!"`) || strings.Contains(err.Error(), ":latest")) {
+				t.Fatalf("the error does not quote the input as given: %v", err)
+			}
 		})
 	}
 }
@@ -393,4 +398,16 @@ func TestDefaultingIsIdempotent(t *testing.T) {
 		newApp("ns", "a", 1),
 		&webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "registry.example.com:5000/team/app"}},
 		&webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "nginx@sha256:" + strings.Repeat("a", 64)}})
+}
+
+// TestImagePatternIsTheCRDs: the defaulting webhook decides "valid image"
+// with the same pattern the generated CRD validates.
+func TestImagePatternIsTheCRDs(t *testing.T) {
+	data, err := os.ReadFile("config/crd/apps.example.com_webapps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "pattern: "+controller.ImagePattern) {
+		t.Fatalf("the CRD's spec.image pattern is not controller.ImagePattern %q", controller.ImagePattern)
+	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,20 +26,30 @@ func SetupWebhooks(mgr manager.Manager) error {
 	return webhook.Install(mgr, &webappv1.WebApp{}, webhook.DefaultFunc[*webappv1.WebApp](Default), Validator())
 }
 
-// Default fills in what the schema's defaults cannot: an image reference
-// without a tag or digest gets ":latest" written out, so the Deployment shows
-// exactly what runs. It is deterministic and idempotent.
+// Default fills in what the schema's defaults cannot: a valid image
+// reference without a tag or digest gets ":latest" written out, so the
+// Deployment shows exactly what runs. An invalid reference is left exactly as
+// written, so the schema's error quotes the user's input (the mutating
+// webhook runs before validation). It is deterministic and idempotent.
 func Default(_ context.Context, app *webappv1.WebApp) error {
 	if app.Spec.Port == 0 {
 		app.Spec.Port = 8080
 	}
 	img := app.Spec.Image
 	name := img[strings.LastIndex(img, "/")+1:]
-	if img != "" && !strings.Contains(name, ":") && !strings.Contains(name, "@") {
+	if imagePattern.MatchString(img) && !strings.Contains(name, ":") && !strings.Contains(name, "@") {
 		app.Spec.Image = img + ":latest"
 	}
 	return nil
 }
+
+// imagePattern is the +kubebuilder:validation:Pattern of
+// webappv1.WebAppSpec.Image (a test checks the generated CRD carries it).
+var imagePattern = regexp.MustCompile(ImagePattern)
+
+// ImagePattern is the pattern spec.image must match, as the CRD schema
+// declares it.
+const ImagePattern = `^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(@sha256:[a-f0-9]{64})?$`
 
 // Validator checks config keys (they become file names in the ConfigMap) and
 // refuses to flip spec.headless, which would change the Service's immutable clusterIP.
