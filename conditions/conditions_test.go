@@ -239,17 +239,17 @@ func TestValidate(t *testing.T) {
 		{"valid", cond("Ready", "True", "Done", ""), true, ""},
 		{"valid prefixed type", cond("example.com/DatabaseReady", "False", "A1:b,c_d", ""), true, ""},
 		{"valid one-letter reason", cond("Ready", "Unknown", "X", ""), true, ""},
-		{"empty type", cond("", "True", "Done", ""), false, "type is empty"},
-		{"type with space", cond("Not Valid", "True", "Done", ""), false, "type \"Not Valid\""},
+		{"empty type", cond("", "True", "Done", ""), false, "type: Required value"},
+		{"type with space", cond("Not Valid", "True", "Done", ""), false, "type: Invalid value: \"Not Valid\""},
 		{"type with two slashes", cond("a/b/c", "True", "Done", ""), false, "type"},
 		{"type too long", cond(strings.Repeat("a", 64), "True", "Done", ""), false, "type"},
-		{"status lower case", cond("Ready", "true", "Done", ""), false, "status \"true\""},
+		{"status lower case", cond("Ready", "true", "Done", ""), false, "status: Unsupported value: \"true\""},
 		{"status empty", cond("Ready", "", "Done", ""), false, "status"},
-		{"reason empty", cond("Ready", "True", "", ""), false, "reason is empty"},
-		{"reason with space", cond("Ready", "True", "Not done", ""), false, "does not match"},
-		{"reason starting with digit", cond("Ready", "True", "1Done", ""), false, "does not match"},
-		{"reason ending with colon", cond("Ready", "True", "Done:", ""), false, "does not match"},
-		{"reason too long", cond("Ready", "True", long, ""), false, "1025 bytes"},
+		{"reason empty", cond("Ready", "True", "", ""), false, "reason: Required value"},
+		{"reason with space", cond("Ready", "True", "Not done", ""), false, "reason: Invalid value: \"Not done\""},
+		{"reason starting with digit", cond("Ready", "True", "1Done", ""), false, "reason: Invalid value"},
+		{"reason ending with colon", cond("Ready", "True", "Done:", ""), false, "reason: Invalid value"},
+		{"reason too long", cond("Ready", "True", long, ""), false, "reason: Too long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -528,8 +528,10 @@ func TestApplyOutcome(t *testing.T) {
 		err   error
 		want  []want
 	}{
-		{"success clears Stalled and Reconciling, leaves Ready", []metav1.Condition{cond("Ready", "False", "Bad", ""), cond("Reconciling", "True", "X", ""), cond("Stalled", "True", "Bad", "")},
-			nil, []want{{"Ready", "False", "Bad"}}},
+		{"success clears Stalled, Reconciling and the Ready=False the taxonomy set with them", []metav1.Condition{cond("Ready", "False", "Bad", ""), cond("Reconciling", "True", "X", ""), cond("Stalled", "True", "Bad", "")},
+			nil, nil},
+		{"success leaves a Ready the caller set", []metav1.Condition{cond("Ready", "False", "ReplicasUnavailable", "0 of 3"), cond("Stalled", "True", "Bad", "")},
+			nil, []want{{"Ready", "False", "ReplicasUnavailable"}}},
 		{"conflict touches nothing", []metav1.Condition{cond("Ready", "False", "Bad", ""), cond("Stalled", "True", "Bad", "")},
 			apierrors.NewConflict(gr, "g", errors.New("modified")), []want{{"Ready", "False", "Bad"}, {"Stalled", "True", "Bad"}}},
 		{"transient marks Reconciling with the error's reason", ready,

@@ -90,3 +90,44 @@ func mustConditions(obj *unstructured.Unstructured) []metav1.Condition {
 	}
 	return cs
 }
+
+// An operator whose summary condition is its own ("Available") gets the
+// taxonomy's conditions on that type, and after it recovers nothing the
+// taxonomy wrote is left behind.
+func ExampleWithSummaryType() {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web", "generation": int64(3)}}}
+	available := conditions.WithSummaryType("Available")
+
+	_ = conditions.ApplyOutcome(obj, outcome.Terminal("QuotaExceeded", errors.New("project quota of 10 buckets reached")), available, conditions.WithClock(clk))
+	printConditions(obj)
+	fmt.Println("-- quota raised, next reconcile succeeds --")
+	_ = conditions.ApplyOutcome(obj, nil, available, conditions.WithClock(clk))
+	printConditions(obj)
+	// Output:
+	// Stalled=True QuotaExceeded "project quota of 10 buckets reached" gen=3 at=10:00:00
+	// Available=False QuotaExceeded "project quota of 10 buckets reached" gen=3 at=10:00:00
+	// -- quota raised, next reconcile succeeds --
+}
+
+// StatusOf resolves an object's status once; every read and write then works
+// on that handle: conditions, observedGeneration and named status fields.
+func ExampleStatusOf() {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "db", "generation": int64(4)},
+		"status":   map[string]any{"observedGeneration": int64(3)},
+	}}
+	st, err := conditions.StatusOf(obj)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("stale before:", st.IsStale())
+	_ = st.SetString("phase", "Provisioning")
+	_ = st.MarkReconciling("Provisioning", "1 of 3 replicas ready")
+	phase, _, _ := st.String("phase")
+	og, _ := st.ObservedGeneration()
+	fmt.Println("phase:", phase, "observedGeneration:", og, "Reconciling:", st.IsTrue(conditions.Reconciling), "stale after:", st.IsStale())
+	// Output:
+	// stale before: true
+	// phase: Provisioning observedGeneration: 4 Reconciling: true stale after: false
+}
