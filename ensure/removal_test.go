@@ -2,6 +2,7 @@ package ensure_test
 
 import (
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +148,8 @@ func TestUndeclaredFieldsAreRemoved(t *testing.T) {
 				for _, v := range cs0[0].Env {
 					envNames = append(envNames, v.Name)
 				}
-				if strings.Join(envNames, ",") != "MODE,INJECTED" {
+				sort.Strings(envNames)
+				if strings.Join(envNames, ",") != "INJECTED,MODE" {
 					t.Errorf("env %v, want MODE and the injected INJECTED (DEBUG removed)", envNames)
 				}
 				if len(cs0[0].Ports) != 1 || cs0[0].Ports[0].ContainerPort != 8080 {
@@ -296,7 +298,7 @@ func widget(steps []string, members []string, tags ...string) *unstructured.Unst
 		st = append(st, map[string]any{"name": s, "run": "echo " + s})
 	}
 	for _, m := range members {
-		mem = append(mem, map[string]any{"name": m, "size": 1})
+		mem = append(mem, map[string]any{"name": m, "size": int64(1)})
 	}
 	var tg []any
 	for _, x := range tags {
@@ -350,7 +352,7 @@ func TestCustomResourceListTypesFromOpenAPI(t *testing.T) {
 			// Another manager adds a member and a tag.
 			other := &unstructured.Unstructured{Object: map[string]any{
 				"metadata": map[string]any{"name": "w", "namespace": ns},
-				"spec":     map[string]any{"members": []any{map[string]any{"name": "y", "size": 2}}, "tags": []any{"t2"}},
+				"spec":     map[string]any{"members": []any{map[string]any{"name": "y", "size": int64(2)}}, "tags": []any{"t2"}},
 			}}
 			other.SetGroupVersionKind(widgetGVK)
 			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("other")); err != nil {
