@@ -28,7 +28,26 @@
 // standby) and records panics, whether controller-runtime recovered them or
 // not; [Idempotent] asserts a converged object reconciles without writes;
 // [FinalizerChecker] asserts a finalizer leaves a deleting object only after
-// its cleanup; [ControllerPanics] reads controller-runtime's panic counter.
+// its cleanup; [ControllerPanics] and [ControllerReconciles] read
+// controller-runtime's panic and reconcile counters.
+//
+// Nothing here needs opkit in the operator under test: chaos and testenv
+// import no opkit package outside testenv/ (a test pins it). Every monitor and
+// checker works from controller-runtime's own signals or from objects read
+// from the API server, so an operator written with controller-runtime alone
+// gets all of them:
+//
+//   - [ReconcileMonitor.Logger] feeds the monitor from the reconcile log lines
+//     controller-runtime writes around every reconcile; give it to the manager
+//     as its logger and the operator's code is untouched (this is how the
+//     package's own suite watches the opkit webapp operator).
+//   - [ReconcileMonitor.Wrap] wraps any reconcile.Reconciler instead.
+//   - [ControllerPanics] and [ControllerReconciles] read
+//     controller_runtime_reconcile_panics_total and
+//     controller_runtime_reconcile_total from controller-runtime's metrics
+//     registry.
+//   - [FinalizerChecker] reads watch events of the checked type; [Idempotent]
+//     counts requests with [testenv.CountRequests].
 //
 // A test puts the operator's manager behind the faults and keeps its own
 // client direct:
@@ -40,9 +59,9 @@
 //		Probability: 0.3, Fault: chaos.Conflict(),
 //	})
 //	mon := chaos.NewReconcileMonitor()
-//	mgr, _ := ctrl.NewManager(cfg, opts)
-//	obs, _ := observability.Setup(mgr, observability.WithTracerProvider(mon.TracerProvider()))
-//	// … start the operator, create objects with env.Client …
+//	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{Logger: mon.Logger(ctrl.Log)})
+//	_ = ctrl.NewControllerManagedBy(mgr).For(&appsv1.Deployment{}).Complete(myReconciler)
+//	// … start the manager, create objects with env.Client …
 //	proxy.Cut()
 //	time.Sleep(5 * time.Second) // the fault's duration, not an assertion
 //	proxy.Restore()

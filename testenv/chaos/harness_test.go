@@ -441,20 +441,21 @@ func TestReconcileMonitor(t *testing.T) {
 		t.Fatalf("hot loop not detected: %v", err)
 	}
 
-	// Through observability's reconcile spans, as opkit's reconciler builder wires it.
+	// Around a reconciler opkit's observability already wraps: the monitor
+	// needs nothing from opkit, and observability re-raises the panic to it.
 	mon2 := chaos.NewReconcileMonitor()
-	obs, err := observability.New(observability.WithoutMetrics(), observability.WithTracerProvider(mon2.TracerProvider()))
+	obs, err := observability.New(observability.WithoutMetrics())
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	wrapped := obs.Wrap("test", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+	wrapped := mon2.Wrap(obs.Wrap("test", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		calls++
 		if calls == 2 {
 			panic("boom")
 		}
 		return reconcile.Result{}, nil
-	}))
+	})))
 	if _, err := wrapped.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}

@@ -55,13 +55,30 @@ func (m *ReconcileMonitor) Pass(key types.NamespacedName, trigger func(context.C
 // counted whether or not they were recovered; compare the value before and
 // after a run. A controller with no panic series yet counts 0.
 func ControllerPanics(g prometheus.Gatherer, controller string) (float64, error) {
+	return controllerCounter(g, "controller_runtime_reconcile_panics_total", controller)
+}
+
+// ControllerReconciles returns controller-runtime's count of finished
+// reconciles for the named controller (controller_runtime_reconcile_total,
+// summed over its result label: success, error, requeue, requeue_after) from
+// g, usually sigs.k8s.io/controller-runtime/pkg/metrics.Registry. A reconcile
+// is counted when the reconciler returns, a recovered panic included (as an
+// error); compare the value before and after a run. A controller with no
+// series yet counts 0.
+func ControllerReconciles(g prometheus.Gatherer, controller string) (float64, error) {
+	return controllerCounter(g, "controller_runtime_reconcile_total", controller)
+}
+
+// controllerCounter sums the counter family name over the series whose
+// "controller" label is controller.
+func controllerCounter(g prometheus.Gatherer, name, controller string) (float64, error) {
 	families, err := g.Gather()
 	if err != nil {
 		return 0, fmt.Errorf("chaos: gather metrics: %w", err)
 	}
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_panics_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {

@@ -9,14 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/embedded"
-	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/opkit/opkit/observability"
 )
 
 // maxRecorded bounds the overlaps and panics a monitor keeps (it still counts
@@ -24,9 +18,12 @@ import (
 const maxRecorded = 100
 
 // ReconcileMonitor watches reconciles as they run: how many per object, how
-// many at once per object, and panics. Feed it by wrapping a reconciler
-// ([ReconcileMonitor.Wrap]) or, for reconcilers built by opkit's reconciler
-// package, through observability's tracer ([ReconcileMonitor.TracerProvider]).
+// many at once per object, and panics. It needs nothing from the operator
+// but controller-runtime: feed it from controller-runtime's own per-reconcile
+// log lines by giving the manager [ReconcileMonitor.Logger] (no change to the
+// operator's code; works for any controller built by controller-runtime's
+// builder or controller.New), or wrap a reconciler ([ReconcileMonitor.Wrap]).
+// Feed one controller one way, not both, or each reconcile counts twice.
 // One monitor may watch several managers (e.g. a leader and its standby): an
 // object reconciled by two of them at once is an overlap. It is safe for
 // concurrent use.
@@ -40,7 +37,8 @@ type ReconcileMonitor struct {
 	nOverlap int
 	panics   []string
 	nPanic   int
-	wake     chan struct{} // closed and replaced whenever a reconcile starts
+	wake     chan struct{}                   // closed and replaced whenever a reconcile starts
+	logged   map[string]types.NamespacedName // reconcileID -> object, for reconciles fed by Logger and not ended yet
 }
 
 // NewReconcileMonitor returns an empty monitor.
@@ -49,6 +47,7 @@ func NewReconcileMonitor() *ReconcileMonitor {
 		started:  map[types.NamespacedName]int{},
 		inflight: map[types.NamespacedName]int{},
 		wake:     make(chan struct{}),
+		logged:   map[string]types.NamespacedName{},
 	}
 }
 
@@ -57,17 +56,22 @@ func NewReconcileMonitor() *ReconcileMonitor {
 func (m *ReconcileMonitor) Wrap(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 		m.begin(req.NamespacedName)
-		panicked := true
+		returned := false
 		defer func() {
-			if panicked {
-				p := recover()
-				m.end(req.NamespacedName, fmt.Sprint(p))
+			if returned {
+				m.end(req.NamespacedName, false, "")
+				return
+			}
+			// Since Go 1.21 recover is nil only for runtime.Goexit (e.g.
+			// t.FailNow in a test's reconciler), which is not a panic.
+			p := recover()
+			m.end(req.NamespacedName, p != nil, fmt.Sprint(p))
+			if p != nil {
 				panic(p)
 			}
-			m.end(req.NamespacedName, "")
 		}()
 		res, err = r.Reconcile(ctx, req)
-		panicked = false
+		returned = true
 		return res, err
 	})
 }
@@ -75,6 +79,10 @@ func (m *ReconcileMonitor) Wrap(r reconcile.Reconciler) reconcile.Reconciler {
 func (m *ReconcileMonitor) begin(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.beginLocked(key)
+}
+
+func (m *ReconcileMonitor) beginLocked(key types.NamespacedName) {
 	m.started[key]++
 	m.total++
 	m.running++
@@ -89,14 +97,18 @@ func (m *ReconcileMonitor) begin(key types.NamespacedName) {
 	m.wake = make(chan struct{})
 }
 
-func (m *ReconcileMonitor) end(key types.NamespacedName, panicValue string) {
+func (m *ReconcileMonitor) end(key types.NamespacedName, panicked bool, panicValue string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.endLocked(key, panicked, panicValue)
+}
+
+func (m *ReconcileMonitor) endLocked(key types.NamespacedName, panicked bool, panicValue string) {
 	m.running--
 	if m.inflight[key]--; m.inflight[key] <= 0 {
 		delete(m.inflight, key)
 	}
-	if panicValue != "" {
+	if panicked {
 		m.nPanic++
 		if len(m.panics) < maxRecorded {
 			m.panics = append(m.panics, fmt.Sprintf("%s: %s", key, panicValue))
@@ -235,99 +247,4 @@ func (m *ReconcileMonitor) CheckNoPanic() error {
 // Check joins CheckNoOverlap and CheckNoPanic.
 func (m *ReconcileMonitor) Check() error {
 	return errors.Join(m.CheckNoOverlap(), m.CheckNoPanic())
-}
-
-// TracerProvider returns a tracer provider for
-// observability.WithTracerProvider that feeds m from the reconcile spans of
-// [observability.Observability.Wrap] (span "reconcile <controller>", object
-// in [observability.AttrObjectNamespace] and [observability.AttrObjectName],
-// [observability.ClassPanic] in [observability.AttrResult] for a panic). It
-// records nothing else and exports nothing: every span it returns is a no-op.
-func (m *ReconcileMonitor) TracerProvider() trace.TracerProvider {
-	return tracerProvider{m: m}
-}
-
-type tracerProvider struct {
-	embedded.TracerProvider
-	m *ReconcileMonitor
-}
-
-func (p tracerProvider) Tracer(string, ...trace.TracerOption) trace.Tracer {
-	return tracer{m: p.m, noop: noop.NewTracerProvider().Tracer("")}
-}
-
-type tracer struct {
-	embedded.Tracer
-	m    *ReconcileMonitor
-	noop trace.Tracer
-}
-
-func (t tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	ctx, inner := t.noop.Start(ctx, name, opts...)
-	if !strings.HasPrefix(name, "reconcile ") {
-		return ctx, inner
-	}
-	var key types.NamespacedName
-	cfg := trace.NewSpanStartConfig(opts...)
-	for _, kv := range cfg.Attributes() {
-		switch kv.Key {
-		case observability.AttrObjectNamespace:
-			key.Namespace = kv.Value.AsString()
-		case observability.AttrObjectName:
-			key.Name = kv.Value.AsString()
-		}
-	}
-	if key.Name == "" {
-		return ctx, inner
-	}
-	t.m.begin(key)
-	s := &reconcileSpan{Span: inner, m: t.m, key: key}
-	return trace.ContextWithSpan(ctx, s), s
-}
-
-type reconcileSpan struct {
-	trace.Span
-	m *ReconcileMonitor
-
-	mu     sync.Mutex
-	key    types.NamespacedName
-	result string
-	ended  bool
-	errMsg string
-}
-
-func (s *reconcileSpan) SetAttributes(kv ...attribute.KeyValue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range kv {
-		if a.Key == observability.AttrResult {
-			s.result = a.Value.AsString()
-		}
-	}
-}
-
-func (s *reconcileSpan) RecordError(err error, _ ...trace.EventOption) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		s.errMsg = err.Error()
-	}
-}
-
-func (s *reconcileSpan) End(...trace.SpanEndOption) {
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
-	s.ended = true
-	p := ""
-	if s.result == observability.ClassPanic {
-		p = s.errMsg
-		if p == "" {
-			p = "panic"
-		}
-	}
-	s.mu.Unlock()
-	s.m.end(s.key, p)
 }

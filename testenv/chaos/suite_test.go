@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
@@ -118,6 +119,9 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		// The monitor reads controller-runtime's own per-reconcile log lines:
+		// the operator's code is not touched.
+		Logger: oc.monitor.Logger(logr.Discard()),
 	}
 	if oc.leaderID != "" {
 		opts.LeaderElection = true
@@ -134,7 +138,7 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	}
 	reg := prometheus.NewRegistry()
 	obs, err := observability.Setup(mgr, observability.WithRegisterer(reg), observability.WithGatherer(reg),
-		observability.WithoutHealthChecks(), observability.WithTracerProvider(oc.monitor.TracerProvider()))
+		observability.WithoutHealthChecks())
 	if err != nil {
 		t.Fatal(err)
 	}
