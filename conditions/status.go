@@ -235,7 +235,8 @@ func (s *Status) observe(explicit bool) bool {
 	return true
 }
 
-// String reads the string status field with JSON name name (status.<name>).
+// String reads the string status field (of type string, or any type whose
+// kind is string) with JSON name name (status.<name>).
 // It returns "" and false when the field is unset. It fails with
 // [ErrNoStatusField] when a typed object's status has no such string field.
 func (s *Status) String(name string) (string, bool, error) {
@@ -334,7 +335,8 @@ func (s *Status) named(name string, want reflect.Type, ptrOK bool) ([]int, error
 		return nil, fmt.Errorf("conditions: %s: status.%s: %w (%w)", s.describe(), name, ErrNoStatusField, s.l.err)
 	}
 	idx, typ, ok := s.l.lookup(name)
-	if !ok || typ != want && (!ptrOK || typ.Kind() != reflect.Pointer || typ.Elem() != want) {
+	matches := typ == want || want == stringType && typ != nil && typ.Kind() == reflect.String // a named string type too
+	if !ok || !matches && (!ptrOK || typ.Kind() != reflect.Pointer || typ.Elem() != want) {
 		return nil, fmt.Errorf("conditions: %s: status.%s: %w (want a %v field with JSON name %q)", s.describe(), name, ErrNoStatusField, want, name)
 	}
 	return idx, nil
