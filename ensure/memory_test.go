@@ -57,6 +57,7 @@ func BenchmarkCacheMemoryPer1000Bundles(b *testing.B) {
 			dep, svc, cm := children("nginx:1.27")
 			name := fmt.Sprintf("app-%04d", i)
 			dep.Name, svc.Name, cm.Name = name, name, name+"-config"
+			svc.Spec.ClusterIP = corev1.ClusterIPNone // the test cluster's service range holds ~250 IPs
 			if _, err := e.Ensure(ctx, owner, dep, svc, cm); err != nil {
 				errs <- err
 			}
