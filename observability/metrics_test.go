@@ -221,7 +221,7 @@ func TestMetricsEndpointServesDocumentedSeriesAndPassesLint(t *testing.T) {
 		{"opkit_reconcile_total", with("result", "success"), 4},
 		{"opkit_reconcile_total", with("result", "conflict"), 1},
 		{"opkit_reconcile_total", with("result", "terminal"), 1},
-		{"opkit_reconcile_total", with("result", "error"), 0}, // pre-created at zero by Wrap
+		{"opkit_reconcile_total", with("result", "transient"), 0}, // pre-created at zero by Wrap
 		{"opkit_condition_objects", with("type", "Ready", "status", "True"), 3},
 		{"opkit_condition_objects", with("type", "Ready", "status", "False"), 1},
 		{"opkit_phase_transitions_total", with("from", "none", "to", "Pending"), 3},

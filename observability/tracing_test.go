@@ -258,7 +258,7 @@ func TestTriggerIsRequeueAfterAnErrorWithoutNewEvent(t *testing.T) {
 		}
 		return len(got) >= 2, nil
 	})
-	if got[0] != "create/error" || got[1] != "requeue/success" {
-		t.Fatalf("trigger/result of the reconciles = %v, want [create/error requeue/success]", got)
+	if got[0] != "create/transient" || got[1] != "requeue/success" {
+		t.Fatalf("trigger/result of the reconciles = %v, want [create/transient requeue/success]", got)
 	}
 }
