@@ -71,10 +71,14 @@ func TestKstatus(t *testing.T) {
 		{"spec changed after Ready: not Current until reconciled", steps(ready, bumpGeneration), status.InProgressStatus},
 		{"SetSummary False + ApplyOutcome(nil)", steps(func(o client.Object) error {
 			return conditions.Set(o, metav1.Condition{Type: "Available", Status: "False", Reason: "NoReplicas"})
-		}, func(o client.Object) error { return conditions.SetSummary(o, conditions.Ready, conditions.WithPositive("Available")) }, apply(nil)), status.InProgressStatus},
+		}, func(o client.Object) error {
+			return conditions.SetSummary(o, conditions.Ready, conditions.WithPositive("Available"))
+		}, apply(nil)), status.InProgressStatus},
 		{"SetSummary True + ApplyOutcome(nil)", steps(func(o client.Object) error {
 			return conditions.Set(o, metav1.Condition{Type: "Available", Status: "True", Reason: "Replicas"})
-		}, func(o client.Object) error { return conditions.SetSummary(o, conditions.Ready, conditions.WithPositive("Available")) }, apply(nil)), status.CurrentStatus},
+		}, func(o client.Object) error {
+			return conditions.SetSummary(o, conditions.Ready, conditions.WithPositive("Available"))
+		}, apply(nil)), status.CurrentStatus},
 	}
 	for _, tt := range tests {
 		for _, obj := range []client.Object{gizmo(2), withObservedGeneration(uGizmo(2))} {
