@@ -44,7 +44,7 @@ func addFields(set *fieldpath.Set, path fieldpath.Path, v any, sh shape) {
 			addFields(set, p, e, sh.field(k))
 			isField := false
 			if known && a.Map != nil {
-				_, isField = a.Map.FindField(k)
+				_, isField = a.FindField(k)
 			}
 			if !isField {
 				set.Insert(p)

@@ -3,7 +3,6 @@ package ensure
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,7 +39,7 @@ func (sh shape) field(name string) shape {
 	if !ok || a.Map == nil {
 		return shape{}
 	}
-	if f, ok := a.Map.FindField(name); ok {
+	if f, ok := a.FindField(name); ok {
 		return shape{s: sh.s, tr: f.Type}
 	}
 	if a.Map.ElementType == (smdschema.TypeRef{}) {
@@ -72,10 +71,10 @@ func (sh shape) list() (listKind, []string) {
 	if !ok || a.List == nil || a.List.ElementRelationship != smdschema.Associative {
 		return atomicList, nil
 	}
-	if len(a.List.Keys) == 0 {
+	if len(a.Keys) == 0 {
 		return setList, nil
 	}
-	return mapList, a.List.Keys
+	return mapList, a.Keys
 }
 
 // atomicMap reports whether the map at sh is owned and replaced as a whole
@@ -86,7 +85,7 @@ func (sh shape) atomicMap() (atomic, isStruct bool) {
 	if !ok || a.Map == nil {
 		return false, false
 	}
-	return a.Map.ElementRelationship == smdschema.Atomic, len(a.Map.Fields) > 0
+	return a.Map.ElementRelationship == smdschema.Atomic, len(a.Fields) > 0
 }
 
 // keyDefault is the schema default of key field name of the map-list at sh's
@@ -96,7 +95,7 @@ func (sh shape) keyDefault(name string) any {
 	if !ok || a.Map == nil {
 		return nil
 	}
-	f, _ := a.Map.FindField(name)
+	f, _ := a.FindField(name)
 	return f.Default
 }
 
@@ -260,14 +259,4 @@ func (s *schemas) fromOpenAPI(gv schema.GroupVersion) (managedfields.TypeConvert
 	}
 	s.byGV[gv] = tc
 	return tc, nil
-}
-
-// sortedKeys returns m's keys in order, for deterministic output.
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
