@@ -22,6 +22,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/examples/internal/e2etest"
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
@@ -291,7 +292,7 @@ func TestInvalidWebAppsAreRejectedBySchema(t *testing.T) {
 	}
 }
 
-func TestChildConflictGoesStalled(t *testing.T) {
+func TestChildConflictIsExplainedAndRecovers(t *testing.T) {
 	ns := env.Namespace(t)
 	startOperator(t, ns, nil)
 	ctx := e2etest.Context(t, 2*time.Minute)
@@ -307,15 +308,29 @@ func TestChildConflictGoesStalled(t *testing.T) {
 	if err := env.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	e2etest.WaitFor(t, 60*time.Second, "WebApp Stalled", func() (bool, error) {
+	// The conflict is fixed outside the WebApp (no generation bump), so it
+	// is not terminal: Reconciling=True with reason NotOwned and a message
+	// for the person running kubectl, re-checked every NotOwnedRecheck.
+	e2etest.WaitFor(t, 60*time.Second, "WebApp blocked with reason NotOwned", func() (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
 			return false, err
 		}
-		return conditions.IsTrue(app, conditions.Stalled), nil
+		c := conditions.Get(app, conditions.Reconciling)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ensure.ReasonNotOwned, nil
 	})
-	stalled := conditions.Get(app, conditions.Stalled)
-	if !strings.Contains(stalled.Message, "taken") || conditions.IsTrue(app, conditions.Ready) {
-		t.Fatalf("stalled condition does not explain the conflict: %+v", stalled)
+	blocked := conditions.Get(app, conditions.Reconciling)
+	for _, want := range []string{"Service " + ns + "/taken", "WebApp", "Delete or rename"} {
+		if !strings.Contains(blocked.Message, want) {
+			t.Errorf("the condition does not say %q: %q", want, blocked.Message)
+		}
+	}
+	for _, noise := range []string{"terminal error", "WithAdoption", "ensure:", "not owned by this owner"} {
+		if strings.Contains(blocked.Message, noise) {
+			t.Errorf("the condition speaks Go (%q): %q", noise, blocked.Message)
+		}
+	}
+	if conditions.IsTrue(app, conditions.Ready) {
+		t.Fatal("a blocked WebApp is Ready")
 	}
 	var svc corev1.Service
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), &svc); err != nil {
@@ -323,6 +338,23 @@ func TestChildConflictGoesStalled(t *testing.T) {
 	}
 	if len(svc.OwnerReferences) != 0 {
 		t.Fatal("the operator took over a Service it does not own")
+	}
+	// The person deletes the foreign Service: the WebApp recovers without
+	// any change to its spec.
+	if err := env.Client.Delete(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.WaitFor(t, ensure.NotOwnedRecheck+60*time.Second, "WebApp recovers once the foreign Service is gone", func() (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return false, err
+		}
+		return conditions.Get(app, conditions.Reconciling) == nil || conditions.Get(app, conditions.Reconciling).Reason != ensure.ReasonNotOwned, nil
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), &svc); err != nil {
+		t.Fatalf("the WebApp's own Service was not created: %v", err)
+	}
+	if len(svc.OwnerReferences) != 1 || svc.OwnerReferences[0].UID != app.UID {
+		t.Fatalf("the new Service is not the WebApp's: %+v", svc.OwnerReferences)
 	}
 }
 
