@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -224,7 +225,14 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		b.shardWired = true
 	}
 	if b.desired != nil || b.machine != nil {
-		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader())}
+		// Custom-resource children merge lists by their CRD schema, read once
+		// per group-version from /openapi/v3 (open to every authenticated
+		// user through system:discovery).
+		dc, err := discovery.NewDiscoveryClientForConfigAndClient(b.mgr.GetConfig(), b.mgr.GetHTTPClient())
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader()), ensure.WithOpenAPI(dc.OpenAPIV3())}
 		if len(b.owns) > 0 {
 			// Prune looks children up in the cache's owner index, not by a
 			// label scan over every cached object of the kind.
@@ -342,10 +350,10 @@ func guarded[T client.Object](shard *sharding.Shard, newObject func() T, inner r
 // CacheOptions returns the manager cache options opkit recommends: every
 // cached object has its metadata.managedFields stripped, which saves about a
 // tenth of the informer memory of a typical operator (more for objects
-// written by several managers). Nothing in opkit reads managedFields from the
-// cache except ensure's ServerSideApply strategy (and its CSA→SSA migration),
-// which must not be combined with these options. Merge the result into your
-// manager.Options.Cache when you set other cache fields.
+// written by several managers). ensure keeps what it needs on the objects
+// themselves (ensure.AnnotationDeclared, the record of what the operator last
+// declared), so both of its strategies work with these options. Merge the
+// result into your manager.Options.Cache when you set other cache fields.
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 }

@@ -15,7 +15,9 @@
 //     the finalizer flow: cleanup steps, then finalizer removal. The normal
 //     steps never run on a deleting object.
 //   - Children are ensured through [ensure.Ensurer]: a steady state costs zero
-//     API requests, and children no longer desired are pruned.
+//     API requests, a field the operator stops declaring is removed from the
+//     child (fields other actors own are kept), and children no longer
+//     desired are pruned.
 //   - Status is written once per reconcile at most, as a merge patch of the
 //     status subresource holding only what changed, and not at all when
 //     nothing changed ([conditions.StatusPatcher]). The error's class
