@@ -136,4 +136,3 @@ func summarize(obj client.Object) string {
 	}
 	return strings.Join(parts, ", ")
 }
-

@@ -171,9 +171,9 @@ func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
 func waitEvent(t *testing.T, ns, name string, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
-	waitFor(t, 30*time.Second, "event "+string(reason)+" on "+name, func() (bool, error) {
+	waitFor(t, 30*time.Second, "event "+reason+" on "+name, func() (bool, error) {
 		for _, e := range eventsFor(t, ns, name) {
-			if e.Reason == string(reason) {
+			if e.Reason == reason {
 				found = e
 				return true, nil
 			}
