@@ -21,6 +21,7 @@ import (
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/finalizer"
+	"github.com/opkit/opkit/outcome"
 )
 
 const ours = "test.opkit.dev/cleanup"
@@ -819,5 +820,33 @@ func TestCleanupDeletesCrossNamespaceAndClusterScopedDependents(t *testing.T) {
 	})
 	if !isGone(t, shared) || !isGone(t, role) {
 		t.Fatal("dependents not deleted")
+	}
+}
+
+// TestPatchRaceIsAConflictEverywhere: the API server's real answer to a JSON
+// patch whose "test" no longer holds — what the finalizer's patches get when
+// another writer got there first — is a Conflict in outcome's one table
+// (the finalizer re-reads and retries it; the reconciler requeues it quietly),
+// while a real validation failure (an invalid finalizer name) stays Terminal.
+func TestPatchRaceIsAConflictEverywhere(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "raced", Finalizers: []string{"example.com/theirs"}}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cm.Finalizers = nil; _ = env.Client.Update(context.Background(), cm) })
+	lost := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/finalizers","value":["example.com/gone"]},{"op":"add","path":"/metadata/finalizers/-","value":"example.com/ours"}]`))
+	err := env.Client.Patch(ctx, cm.DeepCopy(), lost)
+	if err == nil {
+		t.Fatal("a JSON patch with a failing test was accepted")
+	}
+	if c := outcome.Classify(err); c.Class != outcome.ClassConflict || c.Reason != outcome.ReasonConflict {
+		t.Fatalf("the API server's answer to a lost JSON-patch test (%v) is %s/%s, want Conflict", err, c.Class, c.Reason)
+	}
+	invalid := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"not a finalizer name"}]`))
+	err = env.Client.Patch(ctx, cm.DeepCopy(), invalid)
+	if c := outcome.Classify(err); c.Class != outcome.ClassTerminal || c.Reason != outcome.ReasonInvalid {
+		t.Fatalf("an invalid finalizer (%v) is %s/%s, want Terminal/Invalid", err, c.Class, c.Reason)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit/opkit/ensure"
@@ -388,5 +389,44 @@ func lintScrape(t *testing.T, promtool string, body []byte) {
 		} else if strings.TrimSpace(line) != "" {
 			t.Logf("promtool (not opkit's): %s", line)
 		}
+	}
+}
+
+// TestSetupTwiceInOneProcess: a test suite with several managers sets
+// observability up on each, on controller-runtime's one global registry; the
+// second Setup shares the first's metrics instead of failing, and both
+// record into the same series.
+func TestSetupTwiceInOneProcess(t *testing.T) {
+	ns := env.Namespace(t)
+	first, err := observability.Setup(newManager(t, ns, mgrConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := observability.Setup(newManager(t, ns, mgrConfig{}))
+	if err != nil {
+		t.Fatalf("second Setup in one process: %v", err)
+	}
+	name := "twice-" + ns
+	first.Metrics().ObserveReconcile(name, "success", time.Millisecond)
+	second.Metrics().ObserveReconcile(name, "success", time.Millisecond)
+	fams, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	for _, mf := range fams {
+		if mf.GetName() != "opkit_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == name {
+					got += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got != 2 {
+		t.Fatalf("opkit_reconcile_total{controller=%q} = %v, want 2 (one series shared by both setups)", name, got)
 	}
 }

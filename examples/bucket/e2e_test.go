@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -171,14 +172,17 @@ func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
 func waitEvent(t *testing.T, ns, name string, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
+	var seen []string
 	waitFor(t, 30*time.Second, "event "+reason+" on "+name, func() (bool, error) {
+		seen = seen[:0]
 		for _, e := range eventsFor(t, ns, name) {
 			if e.Reason == reason {
 				found = e
 				return true, nil
 			}
+			seen = append(seen, e.Type+" "+e.Reason+": "+e.Note)
 		}
-		return false, nil
+		return false, fmt.Errorf("events on %s: %q", name, seen)
 	})
 	return found
 }
