@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,6 +150,13 @@ type bucketController struct {
 	callTimeout time.Duration
 	poll        time.Duration
 	afterCreate func(context.Context, *storagev1.Bucket, *cloud.Bucket) error
+	// readyAt remembers, per Bucket UID, the generation this process last
+	// found in sync and marked Ready. A resync can read the Bucket from a
+	// cache that has not yet caught up with that status write (the resync
+	// interval is short, watch delivery under load is not); without this,
+	// drift made right after the Bucket went Ready would be reported as an
+	// ordinary update.
+	readyAt sync.Map // types.UID -> int64
 }
 
 // Setup registers the bucket controller with mgr.
@@ -408,7 +416,8 @@ func (c *bucketController) correct(ctx context.Context, cl *cloud.Client, b *sto
 	if len(diffs) == 0 {
 		return ext, nil
 	}
-	drift := b.Status.ObservedGeneration == b.Generation && conditions.IsTrue(b, conditions.Ready)
+	last, _ := c.readyAt.Load(b.UID)
+	drift := b.Status.ObservedGeneration == b.Generation && conditions.IsTrue(b, conditions.Ready) || last == b.Generation
 	ctx, done := observability.StartExternal(ctx, "cloud.UpdateBucket")
 	updated, err := cl.Update(ctx, ext.Name, req)
 	done(err)
@@ -426,6 +435,7 @@ func (c *bucketController) correct(ctx context.Context, cl *cloud.Client, b *sto
 
 func (c *bucketController) status(ctx context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
 	markResync(ctx)
+	c.readyAt.Store(b.UID, b.Generation)
 	return conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region))
 }
 
@@ -433,6 +443,7 @@ func (c *bucketController) status(ctx context.Context, b *storagev1.Bucket, _ re
 // Done only when a GET says it is gone. A bucket that is not b's (another
 // request token or account) is never deleted.
 func (c *bucketController) deleteBucket(ctx context.Context, b *storagev1.Bucket) (finalizer.StepResult, error) {
+	c.readyAt.Delete(b.UID)
 	name := b.Annotations[storagev1.AnnotationExternalName]
 	if name == "" {
 		return finalizer.Done(), nil // no create was ever attempted
