@@ -285,7 +285,9 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 			record("deleting-phase")
 			return phase.Done(), nil
 		})
+	var gather prometheus.Gatherer
 	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+		gather, _ = obs.Registerer().(prometheus.Gatherer)
 		return reconciler.For(mgr, "gadget", newGadget).
 			Phases(machine).
 			Finalizer("test.opkit.dev/cleanup", finalizer.WithStep("release", func(context.Context, *Gadget) (finalizer.StepResult, error) {
@@ -326,6 +328,27 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 	for i := range want {
 		if order[i] != want[i] {
 			t.Fatalf("order = %v, want %v", order, want)
+		}
+	}
+	// The builder wired the phase machine's and the finalizer's own metrics
+	// (and the reconcile metrics) on the registerer Observability uses.
+	fams, err := gather.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "gadget" {
+					have[mf.GetName()] = true
+				}
+			}
+		}
+	}
+	for _, name := range []string{"opkit_phase_transitions_total", "opkit_phase_duration_seconds", "opkit_finalizer_cleanup_duration_seconds", "opkit_reconcile_total"} {
+		if !have[name] {
+			t.Errorf("%s{controller=\"gadget\"} not recorded on the reconciler path; have %v", name, have)
 		}
 	}
 }
