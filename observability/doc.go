@@ -33,9 +33,11 @@
 // read or set; pass a provider with [WithTracerProvider] (the otlp
 // sub-package builds one that exports over OTLP/gRPC).
 //
-// Start-up errors. An invalid metric name or a metric already registered is
-// an error from [Setup] / [NewMetrics], with nothing left registered; scrapes
-// never fail because of opkit.
+// Start-up errors. Invalid histogram buckets, or a different metric already
+// registered under one of opkit's names, are an error from [Setup] /
+// [NewMetrics]; scrapes never fail because of opkit. The same metrics
+// registered twice on one registry (several managers in one process) are
+// shared, not an error.
 //
 // # What Setup wires
 //
@@ -48,7 +50,12 @@
 //     wrapped controller, queue depth (from controller-runtime's
 //     workqueue_depth) and the last reconcile's start, duration and result.
 //   - [Observability.Recorder]: deduplicating Recorders over the manager's
-//     events.k8s.io/v1 recorder (mgr.GetEventRecorder).
+//     events.k8s.io/v1 recorder (mgr.GetEventRecorder). A [Recorder] is a
+//     client-go events.EventRecorder, so every opkit package and any
+//     controller-runtime code takes it.
+//   - [Observability.Registerer]: where the pattern packages register their
+//     own metrics (finalizer.NewMetrics, phase.NewMetrics, ensure.NewMetrics,
+//     sharding.NewMetrics); the reconciler package does it for you.
 //
 // # Per controller
 //
@@ -65,11 +72,14 @@
 // namespace and name of the watched object); adds traceID and spanID to the
 // context's logger, next to the namespace, name and reconcileID that
 // controller-runtime already puts there; and records the result class (by
-// default success, conflict, terminal or error — [WithClassifier] takes any
-// func(error) string, such as one returning the outcome package's classes)
-// and duration. [StartExternal] makes a child span for a call outside the
+// default the outcome package's class: success, conflict, transient,
+// dependencynotready or terminal, and panic — [WithClassifier] takes any
+// func(error) string) and duration. [StartExternal] makes a child span for a call outside the
 // cluster.
 //
-// Other opkit packages never import this one: they declare small observer
-// interfaces, and a composition layer passes them a [Metrics] or [Recorder].
+// Other opkit packages never import this one: they take client-go's
+// events.EventRecorder and own their metrics behind a small Observer
+// interface; the reconciler package passes them this package's [Recorder]
+// and registers their metrics on [Observability.Registerer]. This package
+// imports only the base (outcome).
 package observability
