@@ -25,6 +25,28 @@
 //   - Time comes from an injectable clock ([WithClock]); there is no global
 //     clock or other package-level configuration.
 //
+// # One status accessor
+//
+// [StatusOf] resolves how an object keeps its status once and returns a
+// [Status] handle: conditions, status.observedGeneration and named status
+// fields ([Status.String], [Status.Time], for a phase machine's status.phase).
+// Every function of this package is also a method of Status; code that makes
+// several calls on one object (a reconcile) resolves it once. It is the one
+// status accessor of opkit: finalizer, phase and the reconciler read and write
+// status through it.
+//
+// # The operator's own summary condition
+//
+// The taxonomy's summary condition is Ready by default; an operator that
+// summarises in another type passes [WithSummaryType] to the Mark helpers and
+// [ApplyOutcome], and never gets a Ready from opkit.
+//
+// # Options
+//
+// Each function takes only the options that mean something to it
+// ([SetOption], [MarkOption], [SummaryOption], [MirrorOption]): passing
+// [WithPositive] to [MarkReady] does not compile. [WithClock] fits all of them.
+//
 // # Which objects
 //
 // No getter/setter boilerplate is needed for the common layouts:
@@ -54,7 +76,8 @@
 //
 // [ApplyOutcome] maps an error's [outcome.Class] onto them:
 //
-//	Success             Reconciling, Stalled removed (Ready is the caller's: MarkReady or SetSummary)
+//	Success             Reconciling, Stalled removed (Ready is the caller's: MarkReady or SetSummary;
+//	                    a Ready=False ApplyOutcome itself wrote with them is removed too)
 //	Conflict            nothing changes
 //	Transient           MarkReconciling(reason, error message)
 //	DependencyNotReady  MarkReconciling(reason, message)
@@ -70,7 +93,7 @@
 //		patcher := conditions.NewStatusPatcher(obj)
 //		err := r.reconcile(ctx, obj) // sets sub-conditions, e.g. with conditions.Mirror
 //		if err == nil {
-//			err = conditions.SetSummary(obj, conditions.WithPositive("Available"), conditions.WithNegative(conditions.Degraded))
+//			err = conditions.SetSummary(obj, conditions.Ready, conditions.WithPositive("Available"), conditions.WithNegative(conditions.Degraded))
 //		}
 //		if aerr := conditions.ApplyOutcome(obj, err); aerr != nil {
 //			return outcome.Result(aerr)
