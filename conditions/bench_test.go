@@ -1,0 +1,23 @@
+package conditions_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/outcome"
+)
+
+// BenchmarkApplyOutcome: one reconcile's status bookkeeping on a typed
+// object: a transient error, then success, then a terminal error.
+func BenchmarkApplyOutcome(b *testing.B) {
+	g := gizmo(3)
+	transient := errors.New("connection refused")
+	terminal := outcome.Terminal("InvalidSpec", errors.New("spec.size must be at most 10"))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = conditions.ApplyOutcome(g, transient)
+		_ = conditions.ApplyOutcome(g, nil)
+		_ = conditions.ApplyOutcome(g, terminal)
+	}
+}
