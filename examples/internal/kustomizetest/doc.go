@@ -4,7 +4,9 @@
 // the rendered objects fit together (names, namespaces, selectors, RBAC
 // subjects, webhook Service and cert-manager wiring), run the operator
 // Deployment through securitycheck, and apply the result to a real
-// kube-apiserver with a server-side dry-run.
+// kube-apiserver with a server-side dry-run. It also runs the kubectl
+// commands behind make install-<example> / uninstall-<example> on config/crd
+// for real.
 //
 // cert-manager and the Prometheus Operator are not installed: testdata/crds
 // holds schema-less stand-ins for their CRDs, so the API server accepts

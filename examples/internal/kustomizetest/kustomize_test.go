@@ -378,3 +378,36 @@ func (s set) decode(o *unstructured.Unstructured, into any) {
 		s.t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
+
+// make install-<example> and uninstall-<example> run exactly these kubectl
+// commands on config/crd: the CRDs are created, become Established, and are
+// deleted again.
+func TestCRDKustomizationInstallsAndUninstalls(t *testing.T) {
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			ctx := testContext(t)
+			dir := filepath.Join(ex.configDir(), "crd")
+			if _, err := env.Kubectl(ctx, "apply", "--server-side", "-k", dir); err != nil {
+				t.Fatal(err)
+			}
+			crds, err := ex.crds()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range crds {
+				if _, err := env.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+want.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := env.Kubectl(ctx, "delete", "--ignore-not-found", "--wait", "-k", dir); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range crds {
+				err := env.Client.Get(ctx, client.ObjectKey{Name: want.Name}, &apiextensionsv1.CustomResourceDefinition{})
+				if !apierrors.IsNotFound(err) {
+					t.Fatalf("CRD %s still there after delete -k: %v", want.Name, err)
+				}
+			}
+		})
+	}
+}
