@@ -70,15 +70,49 @@ $(CONTROLLER_GEN): tools/go.mod tools/go.sum
 generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuilder markers
 	$(CONTROLLER_GEN) object paths=./examples/...
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/webapp/api/... output:crd:artifacts:config=examples/webapp/config/crd
-	$(CONTROLLER_GEN) rbac:roleName=webapp-operator paths=./examples/webapp/controller/... output:rbac:artifacts:config=examples/webapp/config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/webapp/controller/... output:rbac:artifacts:config=examples/webapp/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/bucket/api/... output:crd:artifacts:config=examples/bucket/config/crd
-	$(CONTROLLER_GEN) rbac:roleName=bucket-operator paths=./examples/bucket/controller/... output:rbac:artifacts:config=examples/bucket/config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/bucket/controller/... output:rbac:artifacts:config=examples/bucket/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/database/api/... output:crd:artifacts:config=examples/database/config/crd
-	$(CONTROLLER_GEN) rbac:roleName=database-operator paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date
 	@git diff --exit-code -- examples || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+
+# Install an example into the cluster of the current kubeconfig the
+# kubebuilder way, with the kubectl the control-plane harness builds:
+# install/uninstall apply or delete its CRDs (config/crd); deploy/undeploy the
+# whole operator (config/default: namespace <example>-system, RBAC, Deployment,
+# metrics Service; for webapp also the webhooks, which need cert-manager).
+# Point the Deployment at your image first with
+# `cd examples/<example>/config/manager && kustomize edit set image ghcr.io/opkit/<example>-operator=<image>`.
+KUBECTL_K = dir=$$($(ASSETS_CMD)); "$$dir/kubectl"
+.PHONY: install-webapp uninstall-webapp deploy-webapp undeploy-webapp install-bucket uninstall-bucket deploy-bucket undeploy-bucket install-database uninstall-database deploy-database undeploy-database
+install-webapp: ## install the webapp example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/webapp/config/crd)
+	@$(KUBECTL_K) apply --server-side -k examples/webapp/config/crd
+uninstall-webapp: ## delete the webapp example's CRDs (and so every object of them) from the current kubeconfig's cluster
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/webapp/config/crd
+deploy-webapp: ## deploy the webapp operator to the current kubeconfig's cluster (kubectl apply -k examples/webapp/config/default)
+	@$(KUBECTL_K) apply --server-side -k examples/webapp/config/default
+undeploy-webapp: ## delete everything deploy-webapp created, CRDs included
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/webapp/config/default
+install-bucket: ## install the bucket example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/bucket/config/crd)
+	@$(KUBECTL_K) apply --server-side -k examples/bucket/config/crd
+uninstall-bucket: ## delete the bucket example's CRDs (and so every object of them) from the current kubeconfig's cluster
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/bucket/config/crd
+deploy-bucket: ## deploy the bucket operator to the current kubeconfig's cluster (kubectl apply -k examples/bucket/config/default)
+	@$(KUBECTL_K) apply --server-side -k examples/bucket/config/default
+undeploy-bucket: ## delete everything deploy-bucket created, CRDs included
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/bucket/config/default
+install-database: ## install the database example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/database/config/crd)
+	@$(KUBECTL_K) apply --server-side -k examples/database/config/crd
+uninstall-database: ## delete the database example's CRDs (and so every object of them) from the current kubeconfig's cluster
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/database/config/crd
+deploy-database: ## deploy the database operator to the current kubeconfig's cluster (kubectl apply -k examples/database/config/default)
+	@$(KUBECTL_K) apply --server-side -k examples/database/config/default
+undeploy-database: ## delete everything deploy-database created, CRDs included
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/database/config/default
 
 # bench is also a directory: without .PHONY make would call it up to date.
 .PHONY: bench bench-quick

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -432,13 +433,19 @@ func (r *handlers) needsRollout(db *dbv1.Database, sts *appsv1.StatefulSet) bool
 	return sts != nil && templateImage(sts) != Image(r.opts.Image, db.Spec.Version)
 }
 
-// observeReplicas records status.readyReplicas and the ReplicasReady
+// observeReplicas records status.replicas, readyReplicas and selector and the ReplicasReady
 // condition, and returns whether all are ready and, if not, since when
 // (at the latest).
 func (r *handlers) observeReplicas(db *dbv1.Database, sts *appsv1.StatefulSet) (bool, time.Time) {
 	want := db.DesiredReplicas()
 	ready := readyOf(sts)
 	db.Status.ReadyReplicas = ready
+	db.Status.Replicas = 0
+	if sts != nil {
+		db.Status.Replicas = sts.Status.Replicas
+	}
+	// The scale subresource's selector: the pods' labels, which the StatefulSet's selector matches.
+	db.Status.Selector = labels.SelectorFromSet(Labels(db)).String()
 	c := metav1.Condition{Type: ConditionReplicasReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady",
 		Message: fmt.Sprintf("%d/%d replicas ready", ready, want)}
 	ok := sts != nil && ready >= want && sts.Status.ObservedGeneration >= sts.Generation

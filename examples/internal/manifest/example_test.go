@@ -10,7 +10,9 @@ import (
 func ExampleObjects() {
 	fsys := fstest.MapFS{
 		"samples/b.yaml": {Data: []byte("kind: WebApp\nmetadata:\n  name: second\n")},
-		"samples/a.yaml": {Data: []byte("kind: WebApp\nmetadata:\n  name: first\n---\n\n---\nkind: WebApp\nmetadata:\n  name: also-first\n")},
+		// kustomize's own file is not an object: skipped.
+		"samples/kustomization.yaml": {Data: []byte("resources:\n- a.yaml\n- b.yaml\n")},
+		"samples/a.yaml":             {Data: []byte("kind: WebApp\nmetadata:\n  name: first\n---\n\n---\nkind: WebApp\nmetadata:\n  name: also-first\n")},
 	}
 	objs, err := manifest.Objects(fsys, "samples")
 	if err != nil {

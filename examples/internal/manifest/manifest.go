@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -81,9 +82,18 @@ func Webhooks(fsys fs.FS, dir string) ([]*admissionregistrationv1.MutatingWebhoo
 	return mutating, validating, err
 }
 
+// kustomizeFile reports whether name is one of the files kustomize reads as
+// its own configuration (a kustomization, or the transformer configuration
+// kubebuilder's layout keeps beside it): not Kubernetes objects.
+func kustomizeFile(name string) bool {
+	return slices.Contains([]string{"kustomization.yaml", "kustomizeconfig.yaml"}, name)
+}
+
 // EachDocument calls fn with every non-blank YAML document of every file in
-// dir of fsys, files in name order, documents in file order. It stops at the
-// first error, from reading or from fn, and returns it prefixed with the
+// dir of fsys, files in name order, documents in file order, skipping
+// kustomize's own files (kustomization.yaml, kustomizeconfig.yaml): an example's config directories
+// are kustomize bases, and their manifests are the other files. It stops at
+// the first error, from reading or from fn, and returns it prefixed with the
 // file's path in fsys.
 func EachDocument(fsys fs.FS, dir string, fn func(doc []byte) error) error {
 	entries, err := fs.ReadDir(fsys, dir)
@@ -91,6 +101,9 @@ func EachDocument(fsys fs.FS, dir string, fn func(doc []byte) error) error {
 		return err
 	}
 	for _, e := range entries {
+		if kustomizeFile(e.Name()) {
+			continue
+		}
 		name := path.Join(dir, e.Name())
 		data, err := fs.ReadFile(fsys, name)
 		if err != nil {

@@ -1,4 +1,4 @@
-package securitycheck
+package securitycheck_test
 
 import (
 	"bytes"
@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opkit/opkit/examples/internal/manifest"
+	"github.com/opkit/opkit/examples/internal/securitycheck"
 )
 
 // documents returns every YAML document in the example directories matching
@@ -58,29 +58,8 @@ func TestOperatorDeploymentsAreHardened(t *testing.T) {
 			if err := yaml.UnmarshalStrict(doc, &d); err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			pod := d.Spec.Template.Spec
-			psc := pod.SecurityContext
-			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-				t.Errorf("%s: pod must set runAsNonRoot: true", file)
-			}
-			if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-				t.Errorf("%s: pod must use the RuntimeDefault seccomp profile", file)
-			}
-			for _, c := range pod.Containers {
-				sc := c.SecurityContext
-				switch {
-				case sc == nil:
-					t.Errorf("%s: container %s has no securityContext", file, c.Name)
-				case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
-					t.Errorf("%s: container %s must have a read-only root filesystem", file, c.Name)
-				case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
-					t.Errorf("%s: container %s must set allowPrivilegeEscalation: false", file, c.Name)
-				case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL"):
-					t.Errorf("%s: container %s must drop ALL capabilities", file, c.Name)
-				}
-				if c.LivenessProbe == nil || c.ReadinessProbe == nil {
-					t.Errorf("%s: container %s needs liveness and readiness probes", file, c.Name)
-				}
+			for _, p := range securitycheck.Deployment(&d) {
+				t.Errorf("%s: %s", file, p)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -170,7 +171,10 @@ func status(ctx context.Context, reg *registry.Registry, app *webappv1.WebApp, o
 	if err := observed.Reader.Get(ctx, client.ObjectKey{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
 		return outcome.Transient("DeploymentUnreadable", err)
 	}
+	app.Status.Replicas = dep.Status.Replicas
 	app.Status.ReadyReplicas = dep.Status.ReadyReplicas
+	// The scale subresource's selector: the pods' labels, which the Deployment's selector matches.
+	app.Status.Selector = labels.SelectorFromSet(Labels(app)).String()
 	app.Status.URL = fmt.Sprintf("http://%s.%s.svc", app.Name, app.Namespace)
 	reg.Register(ctx, key(app), app.Status.URL)
 

@@ -101,9 +101,19 @@ type DatabaseStatus struct {
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
 
+	// Replicas mirrors the StatefulSet's status.replicas (pods that exist, of
+	// any version); the scale subresource reports it as status.replicas.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// ReadyReplicas mirrors the StatefulSet's ready replicas.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the Database's pods, in the string
+	// form the scale subresource reports.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 
 	// LastBackup is the most recent completed backup.
 	// +optional
@@ -124,6 +134,7 @@ type DatabaseStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=db,categories=all
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="name must be at most 40 characters (pod, Job and label names derive from it)"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`

@@ -45,9 +45,20 @@ type WebAppStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// Replicas mirrors the Deployment's status.replicas (pods that exist, of
+	// any version); the scale subresource reports it as status.replicas.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// ReadyReplicas mirrors the Deployment's ready replicas.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the WebApp's pods, in the string
+	// form (app.kubernetes.io/name=…,…) the scale subresource reports, so a
+	// HorizontalPodAutoscaler targeting the WebApp finds the pods' metrics.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 
 	// Phase is a summary for humans; Conditions are the truth.
 	// +optional
@@ -69,6 +80,7 @@ type WebAppStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=wa,categories=all
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
