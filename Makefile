@@ -22,7 +22,7 @@ MODULES := $(CODE_MODULES) tools
 all: test
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 assets: ## build (or find) the control-plane binaries; prints their directory
 	@$(ASSETS_CMD)
@@ -88,31 +88,15 @@ verify-generated: generate ## fail when generated files are not up to date
 # Point the Deployment at your image first with
 # `cd examples/<example>/config/manager && kustomize edit set image ghcr.io/opkit/<example>-operator=<image>`.
 KUBECTL_K = dir=$$($(ASSETS_CMD)); "$$dir/kubectl"
-.PHONY: install-webapp uninstall-webapp deploy-webapp undeploy-webapp install-bucket uninstall-bucket deploy-bucket undeploy-bucket install-database uninstall-database deploy-database undeploy-database
-install-webapp: ## install the webapp example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/webapp/config/crd)
-	@$(KUBECTL_K) apply --server-side -k examples/webapp/config/crd
-uninstall-webapp: ## delete the webapp example's CRDs (and so every object of them) from the current kubeconfig's cluster
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/webapp/config/crd
-deploy-webapp: ## deploy the webapp operator to the current kubeconfig's cluster (kubectl apply -k examples/webapp/config/default)
-	@$(KUBECTL_K) apply --server-side -k examples/webapp/config/default
-undeploy-webapp: ## delete everything deploy-webapp created, CRDs included
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/webapp/config/default
-install-bucket: ## install the bucket example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/bucket/config/crd)
-	@$(KUBECTL_K) apply --server-side -k examples/bucket/config/crd
-uninstall-bucket: ## delete the bucket example's CRDs (and so every object of them) from the current kubeconfig's cluster
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/bucket/config/crd
-deploy-bucket: ## deploy the bucket operator to the current kubeconfig's cluster (kubectl apply -k examples/bucket/config/default)
-	@$(KUBECTL_K) apply --server-side -k examples/bucket/config/default
-undeploy-bucket: ## delete everything deploy-bucket created, CRDs included
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/bucket/config/default
-install-database: ## install the database example's CRDs into the current kubeconfig's cluster (kubectl apply -k examples/database/config/crd)
-	@$(KUBECTL_K) apply --server-side -k examples/database/config/crd
-uninstall-database: ## delete the database example's CRDs (and so every object of them) from the current kubeconfig's cluster
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/database/config/crd
-deploy-database: ## deploy the database operator to the current kubeconfig's cluster (kubectl apply -k examples/database/config/default)
-	@$(KUBECTL_K) apply --server-side -k examples/database/config/default
-undeploy-database: ## delete everything deploy-database created, CRDs included
-	@$(KUBECTL_K) delete --ignore-not-found -k examples/database/config/default
+# Pattern rules, not .PHONY: make skips implicit rules for phony targets.
+install-%: ## install-<example> (webapp, bucket, database): apply the example's CRDs (kubectl apply -k examples/<example>/config/crd) to the current kubeconfig's cluster
+	@$(KUBECTL_K) apply --server-side -k examples/$*/config/crd
+uninstall-%: ## uninstall-<example>: delete the example's CRDs (and so every object of them)
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/$*/config/crd
+deploy-%: ## deploy-<example>: deploy the operator (kubectl apply -k examples/<example>/config/default)
+	@$(KUBECTL_K) apply --server-side -k examples/$*/config/default
+undeploy-%: ## undeploy-<example>: delete everything deploy-<example> created, CRDs included
+	@$(KUBECTL_K) delete --ignore-not-found -k examples/$*/config/default
 
 # bench is also a directory: without .PHONY make would call it up to date.
 .PHONY: bench bench-quick
