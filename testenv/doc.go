@@ -24,6 +24,12 @@
 // [CountRequests] wraps a rest.Config so a test can assert exactly which API
 // requests a controller made, e.g. that a steady-state reconcile wrote nothing.
 //
+// [Env.UserBoundTo] gives a test a user holding exactly an operator's
+// ClusterRole, to run the operator with what its manifests grant (that the
+// generated RBAC is sufficient, and that it refuses the rest); package
+// [github.com/opkit/opkit/testenv/hardening] checks the operator's
+// Deployment manifest against the usual security baseline.
+//
 // [Env.Pause], [Env.Resume] and [Env.RestartAPIServer] fault the control plane
 // itself; package [github.com/opkit/opkit/testenv/chaos] adds API error
 // injection, a network-partition proxy and invariant checkers on top.

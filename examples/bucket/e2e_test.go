@@ -581,7 +581,7 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited, lc := e2etest.UserBoundTo(ctx, t, env, objs, "manager-role", f.ns)
+	limited, lc := e2etest.UserBoundTo(t, env, objs, "manager-role")
 	// Least privilege: nothing beyond Buckets, Secrets and Events.
 	if err := lc.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(f.ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the operator's role can list ConfigMaps: %v", err)

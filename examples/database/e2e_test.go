@@ -564,7 +564,7 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := e2etest.Context(t, 3*time.Minute)
 	roles := e2etest.Must(config.RBAC())
-	limited, lc := e2etest.UserBoundTo(ctx, t, env, roles, "manager-role", ns)
+	limited, lc := e2etest.UserBoundTo(t, env, roles, "manager-role")
 	if err := lc.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the operator's role can list Secrets: %v", err)
 	}

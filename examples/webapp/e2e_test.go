@@ -365,7 +365,7 @@ func TestGeneratedRBACIsSufficient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited, limitedClient := e2etest.UserBoundTo(ctx, t, env, objs, "manager-role", ns)
+	limited, limitedClient := e2etest.UserBoundTo(t, env, objs, "manager-role")
 	if err := limitedClient.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the operator's role can list Secrets: %v", err)
 	}

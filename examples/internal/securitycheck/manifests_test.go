@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opkit/opkit/examples/internal/manifest"
-	"github.com/opkit/opkit/examples/internal/securitycheck"
+	"github.com/opkit/opkit/testenv/hardening"
 )
 
 // documents returns every YAML document in the example directories matching
@@ -58,7 +58,7 @@ func TestOperatorDeploymentsAreHardened(t *testing.T) {
 			if err := yaml.UnmarshalStrict(doc, &d); err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			for _, p := range securitycheck.Deployment(&d) {
+			for _, p := range hardening.Deployment(&d) {
 				t.Errorf("%s: %s", file, p)
 			}
 		}

@@ -1,4 +1,4 @@
-package securitycheck
+package hardening
 
 import (
 	"fmt"
