@@ -233,6 +233,16 @@ func TestTerminalDoesNotHotLoop(t *testing.T) {
 	eventually(t, 30*time.Second, "Stalled=True on the server", func() (bool, error) {
 		return conditions.IsTrue(getGizmo(ctx, t, ns, "stuck"), conditions.Stalled), nil
 	})
+	// A reconcile's record is appended after its status write returns:
+	// count from the record of the reconcile that wrote Stalled.
+	eventually(t, 30*time.Second, "the stalling reconcile's record", func() (bool, error) {
+		for _, r := range h.rec.records("stuck") {
+			if r.class == outcome.ClassTerminal {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	// Observing that something does NOT happen needs a window; 5s is far more
 	// than the workqueue's first backoff steps (5ms, 10ms, ... doubling).
 	window := 5 * time.Second
@@ -299,6 +309,11 @@ func TestConflictRequeuesQuietly(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "Ready after the conflict", func() (bool, error) {
 		return conditions.IsTrue(getGizmo(ctx, t, ns, "contended"), conditions.Ready), nil
+	})
+	// The retry's record is appended after its status write returns, so
+	// Ready can be visible a moment before it: wait for the record too.
+	eventually(t, 30*time.Second, "the retry's reconcile record", func() (bool, error) {
+		return len(h.rec.records("contended")) >= 2, nil
 	})
 	recs := h.rec.records("contended")
 	if len(recs) != 2 {
