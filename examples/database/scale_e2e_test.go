@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/examples/database/controller"
@@ -43,23 +40,5 @@ func TestKubectlScaleDrivesReplicasThroughTheScaleSubresource(t *testing.T) {
 	}
 	waitPhase(t, db, "Ready")
 
-	want := labels.SelectorFromSet(controller.Labels(db)).String()
-	scale := &autoscalingv1.Scale{}
-	e2etest.WaitFor(t, 90*time.Second, "the scale subresource reports 2 replicas and the pods' selector", func() (bool, error) {
-		if err := env.Client.SubResource("scale").Get(ctx, db, scale); err != nil {
-			return false, err
-		}
-		return scale.Spec.Replicas == 2 && scale.Status.Replicas == 2 && scale.Status.Selector == want, nil
-	})
-	sel, err := labels.Parse(scale.Status.Selector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods corev1.PodList
-	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) != 2 {
-		t.Fatalf("the scale selector %q selects %d pods, want the Database's 2", scale.Status.Selector, len(pods.Items))
-	}
+	e2etest.WaitScale(ctx, t, env.Client, db, 2, controller.Labels(db))
 }

@@ -9,7 +9,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,26 +42,7 @@ func TestKubectlScaleDrivesReplicasThroughTheScaleSubresource(t *testing.T) {
 	}
 	waitReady(t, app)
 
-	want := labels.SelectorFromSet(controller.Labels(app)).String()
-	scale := &autoscalingv1.Scale{}
-	e2etest.WaitFor(t, 90*time.Second, "the scale subresource reports 3 replicas and the pods' selector", func() (bool, error) {
-		if err := env.Client.SubResource("scale").Get(ctx, app, scale); err != nil {
-			return false, err
-		}
-		return scale.Spec.Replicas == 3 && scale.Status.Replicas == 3 && scale.Status.Selector == want, nil
-	})
-	// The selector is the one an autoscaler uses to find the pods: it selects exactly the WebApp's.
-	sel, err := labels.Parse(scale.Status.Selector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods corev1.PodList
-	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) != 3 {
-		t.Fatalf("the scale selector %q selects %d pods, want the WebApp's 3", scale.Status.Selector, len(pods.Items))
-	}
+	scale := e2etest.WaitScale(ctx, t, env.Client, app, 3, controller.Labels(app))
 
 	// Scaling through the subresource with a client works the same way.
 	scale.Spec.Replicas = 2

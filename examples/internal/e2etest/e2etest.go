@@ -2,12 +2,16 @@ package e2etest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -121,4 +125,32 @@ func UserBoundTo(t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructur
 	}
 	t.Fatalf("no generated ClusterRole %s in config/rbac", role)
 	return nil, nil
+}
+
+// WaitScale waits until obj's scale subresource reports replicas (spec and
+// status) and a selector equal to podLabels, then checks that the selector
+// picks exactly replicas pods in obj's namespace: the selector is what an
+// autoscaler uses to find the pods. It returns the Scale it read.
+func WaitScale(ctx context.Context, t testing.TB, c client.Client, obj client.Object, replicas int32, podLabels map[string]string) *autoscalingv1.Scale {
+	t.Helper()
+	want := labels.SelectorFromSet(podLabels).String()
+	scale := &autoscalingv1.Scale{}
+	WaitFor(t, 90*time.Second, fmt.Sprintf("the scale subresource reports %d replicas and the pods' selector", replicas), func() (bool, error) {
+		if err := c.SubResource("scale").Get(ctx, obj, scale); err != nil {
+			return false, err
+		}
+		return scale.Spec.Replicas == replicas && scale.Status.Replicas == replicas && scale.Status.Selector == want, nil
+	})
+	sel, err := labels.Parse(scale.Status.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != int(replicas) {
+		t.Fatalf("the scale selector %q selects %d pods, want %d", scale.Status.Selector, len(pods.Items), replicas)
+	}
+	return scale
 }
