@@ -348,6 +348,12 @@ func TestSteadyStateMakesNoRequests(t *testing.T) {
 		server = getGizmo(ctx, t, ns, "calm")
 		return conditions.IsTrue(server, conditions.Ready), nil
 	})
+	// The record of the reconcile that wrote Ready is appended after its
+	// status write returns: wait for it, or it would be taken for the first
+	// steady-state reconcile below (CI raced once on this).
+	eventually(t, 30*time.Second, "the writing reconcile's record", func() (bool, error) {
+		return slices.ContainsFunc(h.rec.records("calm"), func(r record) bool { return r.sentStatus }), nil
+	})
 	// Wait until the cache has seen our own status write; otherwise the next
 	// reconcile would legitimately re-send it.
 	eventually(t, 30*time.Second, "cache caught up", func() (bool, error) {
