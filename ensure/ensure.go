@@ -136,6 +136,10 @@ type Ensurer struct {
 	now            func() time.Time
 	crossNamespace bool
 	ownerIndex     bool
+	indexProtos    []client.Object
+	indexed        map[schema.GroupVersionKind]bool
+	policyProtos   []fieldPolicy
+	policies       map[schema.GroupVersionKind][]fieldPolicy
 	schemas        schemas
 
 	mu      sync.Mutex
@@ -185,6 +189,27 @@ func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
 			return nil, fmt.Errorf("ensure: prune kind %T: %w", p, err)
 		}
 		e.prune = append(e.prune, gvk)
+	}
+	e.indexed = map[schema.GroupVersionKind]bool{}
+	for _, p := range e.indexProtos {
+		gvk, err := apiutil.GVKForObject(p, e.scheme)
+		if err != nil {
+			return nil, fmt.Errorf("ensure: indexed kind %T: %w", p, err)
+		}
+		e.indexed[gvk] = true
+	}
+	if e.ownerIndex && len(e.indexProtos) == 0 {
+		for _, gvk := range e.prune {
+			e.indexed[gvk] = true
+		}
+	}
+	e.policies = map[schema.GroupVersionKind][]fieldPolicy{}
+	for _, fp := range e.policyProtos {
+		gvk, err := apiutil.GVKForObject(fp.kind, e.scheme)
+		if err != nil {
+			return nil, fmt.Errorf("ensure: field policy kind %T: %w", fp.kind, err)
+		}
+		e.policies[gvk] = append(e.policies[gvk], fp)
 	}
 	return e, nil
 }
@@ -486,6 +511,9 @@ func (e *Ensurer) declaration(t *target, live map[string]any) (decl map[string]a
 	if err != nil {
 		return nil, nil, err
 	}
+	if live != nil {
+		e.keepCreateOnly(t, decl, live)
+	}
 	decl = e.link(t, decl)
 	if !t.record {
 		return decl, nil, nil
@@ -545,6 +573,13 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	decl, set, err := e.declaration(t, live)
 	if err != nil {
 		return Change{}, live, err
+	}
+	if e.mustRecreate(t, decl, live) {
+		out, err := e.recreateObject(ctx, t, decl, u.GetUID(), strategy)
+		if err != nil {
+			return Change{}, live, err
+		}
+		return t.change(Recreated), out, nil
 	}
 	var out map[string]any
 	if strategy == ServerSideApply {

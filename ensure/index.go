@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // OwnerIndex is the name of the cache field index [IndexOwner] registers:
 // each object of an indexed kind that carries [LabelOwnerUID] is indexed
-// under [OwnerBucket] of that label's value (objects without the label are
-// not indexed). A bucket holds the children of about 1/256 of the owners;
+// under [OwnerBucket] of that label's value; an object without the label but
+// with a controller ownerReference is indexed under the bucket of that
+// owner's UID (so children another tool made are found too); other objects
+// are not indexed. A bucket holds the children of about 1/256 of the owners;
 // prune checks each candidate's labels in full.
 const OwnerIndex = "ensure.opkit.dev/owner-uid-bucket"
 
@@ -55,13 +58,23 @@ func ownerUIDOf(obj client.Object) []string {
 	if uid := obj.GetLabels()[LabelOwnerUID]; uid != "" {
 		return []string{OwnerBucket(uid)}
 	}
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return []string{OwnerBucket(string(ref.UID))}
+	}
 	return nil
 }
 
-// WithOwnerIndex makes prune ([WithPrune]) list an owner's children through
-// [OwnerIndex] instead of a label selector. Every pruned kind must be indexed
-// with [IndexOwner] on the cache the Ensurer's client reads; otherwise every
-// Ensure that prunes fails with the cache's "index does not exist" error.
-// The reconciler package's builder registers the index and sets this option
-// for the kinds it Owns.
-func WithOwnerIndex() Option { return func(e *Ensurer) { e.ownerIndex = true } }
+// WithOwnerIndex makes prune ([WithPrune]) list an owner's children of the
+// given kinds through [OwnerIndex] instead of a label selector; with no
+// kinds, of every pruned kind. Each such kind must be indexed with
+// [IndexOwner] on the cache the Ensurer's client reads; otherwise every
+// Ensure that prunes it fails with the cache's "index does not exist" error.
+// Kinds not named keep the label selector, which an uncached client (a
+// direct API client) can serve. The reconciler package's builder registers
+// the index and sets this option for the kinds it Owns with an index.
+func WithOwnerIndex(kinds ...client.Object) Option {
+	return func(e *Ensurer) {
+		e.ownerIndex = true
+		e.indexProtos = append(e.indexProtos, kinds...)
+	}
+}

@@ -24,7 +24,7 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 	for _, gvk := range e.prune {
 		list := e.listFor(gvk)
 		var sel client.ListOption = client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}
-		if e.ownerIndex {
+		if e.indexed[gvk] {
 			sel = client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))}
 		}
 		err := e.c.List(ctx, list, sel)

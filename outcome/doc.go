@@ -10,6 +10,7 @@
 //	Class               Result(err)                          workqueue                         status (conditions.ApplyOutcome)
 //	------------------  -----------------------------------  --------------------------------  ------------------------------------------------
 //	Success (nil)       Result{}, nil                        forgotten; waits for an event     Stalled and Reconciling removed; Ready is the caller's
+//	  RequeueAfter(d)   Result{RequeueAfter: d+jitter}, nil  looked at again after about d     as Success
 //	Conflict            Result{RequeueAfter: 100ms}, nil     retried shortly, not logged       untouched (no write at all)
 //	Transient           Result{}, err                        exponential backoff, logged       Reconciling=True with the reason and message
 //	  with Retry-After  Result{RequeueAfter: delay}, nil     retried after the server's delay  Reconciling=True with the reason and message
@@ -29,7 +30,7 @@
 //
 // [Classify] applies, in order:
 //
-//  1. nil is Success.
+//  1. nil is Success; so is [RequeueAfter] (success, with a wait).
 //  2. The outermost wrapper made by [Terminal], [Transient],
 //     [DependencyNotReady] or [Conflict], found with errors.As through any
 //     fmt.Errorf("%w") wrapping, decides the class, reason and message.

@@ -41,3 +41,11 @@ func ExampleResult() {
 	// 15s <nil>
 	// 0s terminal error: InvalidSpec: spec.replicas must be >= 0
 }
+
+// A scheduled object is healthy and wants to be looked at again in a minute:
+// success, with a (jittered) requeue, and no error for controller-runtime.
+func ExampleRequeueAfter() {
+	res, err := outcome.Result(outcome.RequeueAfter(time.Minute))
+	fmt.Println(outcome.Classify(outcome.RequeueAfter(time.Minute)).Class, err, res.RequeueAfter >= time.Minute)
+	// Output: Success <nil> true
+}

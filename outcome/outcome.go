@@ -13,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -85,7 +86,7 @@ type Classification struct {
 	// Class of the error; Success for nil.
 	Class Class
 	// Reason is a CamelCase string valid as a metav1.Condition reason; empty
-	// only for Success.
+	// only for Success (ReasonRequeue for [RequeueAfter]).
 	Reason string
 	// Message is human-readable detail, usually the error text; empty only for Success.
 	Message string
@@ -153,6 +154,27 @@ func DependencyNotReady(reason, message string, after time.Duration) error {
 		class: ClassDependencyNotReady, reason: SanitizeReason(reason, ReasonDependencyNotReady),
 		message: message, after: after,
 	}
+}
+
+// ReasonRequeue is the reason [Classify] reports for [RequeueAfter].
+const ReasonRequeue = "Requeue"
+
+// RequeueJitter is the fraction of the wait [Result] adds at random to a
+// [RequeueAfter] wait (0.1: a wait d becomes one in [d, 1.1·d)), so objects
+// created together do not come back together forever.
+const RequeueJitter = 0.1
+
+// RequeueAfter says the reconcile succeeded and the object should be looked
+// at again after about after (a schedule, a poll of something that sends no
+// events). It is not a failure: [Classify] calls it Success (reason
+// [ReasonRequeue], RequeueAfter = after), so conditions.ApplyOutcome treats
+// it exactly like nil — Reconciling and Stalled are removed, Ready is left to
+// the caller — and [Result] returns (Result{RequeueAfter: after plus up to
+// RequeueJitter of it}, nil). A non-positive after is plain success. It is an
+// error value only so that any step that returns an error can say it; wrap
+// it with fmt.Errorf("%w") freely.
+func RequeueAfter(after time.Duration) error {
+	return &classified{class: ClassSuccess, reason: ReasonRequeue, message: "requeue after " + after.String(), after: max(after, 0)}
 }
 
 // Conflict marks err as an optimistic-concurrency conflict, for conflicts the
@@ -347,7 +369,8 @@ func isPatchPreconditionFailed(s metav1.Status) bool {
 // Result turns err into what a Reconcile method returns (see the package
 // documentation for the table):
 //
-//   - Success: (Result{}, nil).
+//   - Success: (Result{}, nil); for [RequeueAfter],
+//     (Result{RequeueAfter: after with up to RequeueJitter added}, nil).
 //   - Conflict: (Result{RequeueAfter: ConflictRequeueAfter}, nil). The error is
 //     not returned, so controller-runtime neither logs it nor counts it as a
 //     reconcile error. RequeueAfter is used rather than the deprecated
@@ -367,6 +390,9 @@ func Result(err error) (reconcile.Result, error) {
 	c := Classify(err)
 	switch c.Class {
 	case ClassSuccess:
+		if c.RequeueAfter > 0 {
+			return reconcile.Result{RequeueAfter: wait.Jitter(c.RequeueAfter, RequeueJitter)}, nil
+		}
 		return reconcile.Result{}, nil
 	case ClassConflict, ClassDependencyNotReady:
 		return reconcile.Result{RequeueAfter: c.RequeueAfter}, nil

@@ -318,3 +318,32 @@ func TestJSONPatchPreconditionIsAConflict(t *testing.T) {
 		t.Fatalf("invalid object: %s/%s, want Terminal/Invalid", c.Class, c.Reason)
 	}
 }
+
+// TestRequeueAfterIsSuccessWithAJitteredWait: RequeueAfter classifies as
+// Success (through wrapping), and Result returns no error and a wait in
+// [d, d·(1+RequeueJitter)); a non-positive wait is plain success.
+func TestRequeueAfterIsSuccessWithAJitteredWait(t *testing.T) {
+	d := 10 * time.Second
+	err := fmt.Errorf("schedule: %w", outcome.RequeueAfter(d))
+	c := outcome.Classify(err)
+	if c.Class != outcome.ClassSuccess || c.Reason != outcome.ReasonRequeue || c.RequeueAfter != d {
+		t.Fatalf("Classify = %+v, want Success/%s after %v", c, outcome.ReasonRequeue, d)
+	}
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		res, rerr := outcome.Result(err)
+		if rerr != nil {
+			t.Fatalf("Result returned error %v", rerr)
+		}
+		if res.RequeueAfter < d || res.RequeueAfter >= d+time.Duration(float64(d)*outcome.RequeueJitter) {
+			t.Fatalf("RequeueAfter %v outside [%v, %v)", res.RequeueAfter, d, d+time.Duration(float64(d)*outcome.RequeueJitter))
+		}
+		seen[res.RequeueAfter] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("no jitter: 50 results gave %v", seen)
+	}
+	if res, rerr := outcome.Result(outcome.RequeueAfter(-time.Second)); rerr != nil || res.RequeueAfter != 0 {
+		t.Fatalf("non-positive wait: %+v, %v; want plain success", res, rerr)
+	}
+}
