@@ -117,6 +117,10 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 	recorded := parseProgress(obj.GetAnnotations()[ProgressAnnotation])
 	done := union(recorded, m.done)
 
+	// Conditions a step sets on obj (its own progress: Finalizing,
+	// Degraded, …) go out in the status write that reports the deletion's
+	// progress, so they are compared against the object before the steps.
+	preConds, _ := conditions.List(obj)
 	var st *stall
 	for i, s := range f.steps {
 		if slices.Contains(done, s.name) {
@@ -172,7 +176,8 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 			return Result{Deleting: true, Gone: true}, nil
 		}
 	}
-	gone, err := f.report(ctx, obj, m, st)
+	postConds, _ := conditions.List(obj)
+	gone, err := f.report(ctx, obj, m, st, stepConditions(preConds, postConds), preConds)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -194,7 +199,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 
 // report sets conditions, emits events and tells the observer about a
 // deletion that did not finish in this reconcile.
-func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall) (gone bool, err error) {
+func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall, fromSteps, pre []metav1.Condition) (gone bool, err error) {
 	since := f.sinceDeletion(obj)
 	stuck := f.deadline > 0 && since >= f.deadline
 	var conds []metav1.Condition
@@ -217,7 +222,7 @@ func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall) (go
 	for i := range conds {
 		conds[i].Message = truncate(conds[i].Message, maxConditionMessage)
 	}
-	gone, err = f.setConditions(ctx, obj, conds)
+	gone, err = f.setConditions(ctx, obj, append(fromSteps, conds...), pre)
 	if gone {
 		return true, nil
 	}
@@ -354,7 +359,7 @@ func (f *Finalizer[T]) patch(ctx context.Context, obj T, build func(cur T) []jso
 // with an optimistic lock, re-reading on conflict. The conditions are written
 // through opkit's one status accessor (conditions.Status), so any object with
 // writable conditions gets them; objects without are left alone.
-func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds []metav1.Condition) (gone bool, err error) {
+func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds, pre []metav1.Condition) (gone bool, err error) {
 	if !f.conditionsWrite || len(conds) == 0 {
 		return false, nil
 	}
@@ -366,6 +371,13 @@ func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds []metav1.
 		before, ok := obj.DeepCopyObject().(T)
 		if !ok {
 			return false, fmt.Errorf("DeepCopyObject of %T returned another type", obj)
+		}
+		if attempt == 1 && len(pre) > 0 {
+			// The steps already set their conditions on obj: the base of the
+			// patch is the object as it was before them.
+			if err := restoreConditions(before, pre, conds); err != nil {
+				return false, err
+			}
 		}
 		for _, c := range conds {
 			if err := st.Set(c, conditions.WithClock(f.clock)); err != nil {
@@ -390,6 +402,40 @@ func (f *Finalizer[T]) setConditions(ctx context.Context, obj T, conds []metav1.
 			return gone, rerr
 		}
 	}
+}
+
+// restoreConditions sets the conditions of obj whose types conds names back
+// to their state in pre (removed when pre lacks them).
+func restoreConditions(obj client.Object, pre, conds []metav1.Condition) error {
+	st, err := conditions.StatusOf(obj)
+	if err != nil {
+		return err
+	}
+	for _, c := range conds {
+		i := slices.IndexFunc(pre, func(p metav1.Condition) bool { return p.Type == c.Type })
+		if i < 0 {
+			err = st.Remove(c.Type)
+		} else {
+			err = st.Set(pre[i])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepConditions returns the conditions in post that are new or differ
+// from pre in status, reason or message: what the steps set.
+func stepConditions(pre, post []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range post {
+		i := slices.IndexFunc(pre, func(p metav1.Condition) bool { return p.Type == c.Type })
+		if i < 0 || pre[i].Status != c.Status || pre[i].Reason != c.Reason || pre[i].Message != c.Message {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // isNoopMergePatch reports a merge patch that would change nothing but the

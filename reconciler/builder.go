@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -25,57 +28,182 @@ import (
 	"github.com/opkit/opkit/sharding"
 )
 
-// Builder wires a [Reconciler] into a manager. Start with [For]; every method
-// returns the builder; errors surface from [Builder.Build] or [Builder.Complete].
+// Builder wires a [Reconciler] together. Start with [For] (a manager: the
+// usual case) or [ForClient] (a client alone: unit tests, tools); every
+// method returns the builder; errors surface from [Builder.Build],
+// [Builder.Ensurer] or [Builder.Complete].
 type Builder[T client.Object] struct {
-	mgr         manager.Manager
-	name        string
-	newObject   func() T
-	owns        []client.Object
-	finName     string
-	finOpts     []finalizer.Option
-	machine     *phase.Builder[T]
-	desired     DesiredFunc[T]
-	ensureOpts  []ensure.Option
-	status      StatusFunc[T]
-	obs         *observability.Observability
-	concurrency int
-	predicates  []predicate.Predicate
-	shard       *sharding.Shard
-	steps       Steps[T]
-	shardWired  bool
-	errs        []error
+	mgr        manager.Manager // nil with ForClient
+	client     client.Client
+	apiReader  client.Reader
+	cache      cache.Cache // nil: no informer cache, no field indexes
+	name       string
+	newObject  func() T
+	owns       []*owned
+	watches    []watch
+	refs       []*reference
+	finName    string
+	finOpts    []finalizer.Option
+	machine    *phase.Builder[T]
+	desired    DesiredFunc[T]
+	ensureOpts []ensure.Option
+	status     StatusFunc[T]
+	obs        *observability.Observability
+	ctrlOpts   controller.Options
+	predicates []predicate.Predicate
+	shard      *sharding.Shard
+	steps      Steps[T]
+	shardWired bool
+	errs       []error
+
+	ensurer    *ensure.Ensurer
+	ensurerErr error
+	indexed    bool
+	built      *Reconciler[T]
 }
 
-// For starts a builder for the custom resource T, reconciled by a controller
-// called name. newObject returns an empty T (e.g. func() *v1.WebApp { return &v1.WebApp{} }).
+// For starts a builder for the kind T, reconciled by a controller called
+// name in mgr. newObject returns an empty T (e.g. func() *v1.WebApp { return
+// &v1.WebApp{} }). T may be any kind: a custom resource with status
+// conditions, or a kind without status (a ConfigMap, a Secret), whose
+// reconciles then write no status.
 func For[T client.Object](mgr manager.Manager, name string, newObject func() T) *Builder[T] {
-	b := &Builder[T]{mgr: mgr, name: name, newObject: newObject, concurrency: 1}
+	b := &Builder[T]{mgr: mgr, name: name, newObject: newObject}
 	if mgr == nil || name == "" || newObject == nil {
 		b.errs = append(b.errs, errors.New("reconciler: For needs a manager, a name and a constructor"))
+		return b
+	}
+	b.client, b.apiReader, b.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
+	return b
+}
+
+// ForClient starts a builder for T whose reconciler reads and writes through
+// c alone — typically a direct (uncached) client, as in a kubebuilder-style
+// unit test that calls Reconcile by hand. Nothing is watched: use
+// [Builder.Build] and call [Reconciler.Reconcile]; [Builder.Complete] needs a
+// manager. Without [Builder.WithCache], children are pruned and listed with
+// label selectors (which any client serves), and the capabilities that need
+// an informer cache's field indexes ([Builder.References]) are refused by
+// Build with an error naming them, not discovered later as a Stalled object.
+func ForClient[T client.Object](c client.Client, name string, newObject func() T) *Builder[T] {
+	b := &Builder[T]{client: c, apiReader: c, name: name, newObject: newObject}
+	if c == nil || name == "" || newObject == nil {
+		b.errs = append(b.errs, errors.New("reconciler: ForClient needs a client, a name and a constructor"))
 	}
 	return b
 }
 
-// Owns declares child types: a change to a child that carries a controller
-// ownerReference to a T reconciles that T; pruning covers these types, and
-// Build registers ensure.OwnerIndex for them on the manager's cache, so an
-// owner's children are found by an index lookup. Children linked to their
-// owner only by ensure's owner label (cluster-scoped children of a
-// namespaced owner, children in another namespace) are pruned and deleted
-// with the owner, but their changes do not trigger it yet: such an owner
-// sees them again on its next event or resync.
-func (b *Builder[T]) Owns(objs ...client.Object) *Builder[T] {
-	b.owns = append(b.owns, objs...)
+// WithCache gives a [ForClient] builder the informer cache c reads from
+// (a client built with client.Options.Cache.Reader = c): the builder
+// registers its field indexes on c, so c must not have started yet. With a
+// manager ([For]) the manager's cache is used and this is not needed.
+func (b *Builder[T]) WithCache(c cache.Cache) *Builder[T] {
+	b.cache = c
+	return b
+}
+
+// owned is one Owns declaration.
+type owned struct {
+	obj                   client.Object
+	gvk                   schema.GroupVersionKind
+	noWatch, noPrune      bool
+	noIndex               bool
+	createOnly, recreate  []string
+	predicates            []predicate.Predicate
+	namespaced, mappedGVK bool
+}
+
+// OwnsOption configures one [Builder.Owns] declaration.
+type OwnsOption interface{ applyToOwns(*owned) }
+
+type ownsOptionFunc func(*owned)
+
+func (f ownsOptionFunc) applyToOwns(o *owned) { f(o) }
+
+// WithoutWatch: changes to children of this kind do not reconcile their owner.
+func WithoutWatch() OwnsOption { return ownsOptionFunc(func(o *owned) { o.noWatch = true }) }
+
+// WithoutPrune: children of this kind that the DesiredFunc stops declaring
+// are left in place — for children that are history rather than a declared
+// set (the Jobs a schedule created), removed by the operator's own policy
+// through [Observed.Delete], or by the garbage collector with their owner.
+func WithoutPrune() OwnsOption { return ownsOptionFunc(func(o *owned) { o.noPrune = true }) }
+
+// WithoutIndex: children of this kind are not indexed by owner in the cache
+// (ensure.OwnerIndex). Prune and [Observed.Children] then select them by
+// ensure's owner label (children linked only by an ownerReference are found
+// by a scan of the owner's namespace). An index costs one cache entry per
+// child; without it each lookup scans the matching objects.
+func WithoutIndex() OwnsOption { return ownsOptionFunc(func(o *owned) { o.noIndex = true }) }
+
+// WithCreateOnly makes the fields at paths (dot-separated, e.g.
+// "spec.selector") of children of this kind create-only: written at create,
+// never patched (see ensure.WithCreateOnly).
+func WithCreateOnly(paths ...string) OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.createOnly = append(o.createOnly, paths...) })
+}
+
+// WithRecreateOnChange makes a change to a declared value at one of paths
+// replace the child (delete, create) instead of patching it (see
+// ensure.WithRecreateOnChange).
+func WithRecreateOnChange(paths ...string) OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.recreate = append(o.recreate, paths...) })
+}
+
+// WithOwnsPredicates filters the events of children of this kind before they
+// reconcile their owner.
+func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.predicates = append(o.predicates, p...) })
+}
+
+// Owns declares one child kind (call it once per kind), by default with all
+// three of:
+//
+//   - watch: a change to a child reconciles its owner — found through the
+//     child's controller ownerReference, or, for children linked only by
+//     ensure's owner label (cluster-scoped children of a namespaced owner,
+//     children in another namespace), through an index of T by UID;
+//   - prune: children of the kind that the DesiredFunc no longer declares
+//     are deleted;
+//   - index: the cache indexes children of the kind by owner
+//     (ensure.OwnerIndex), so prune and [Observed.Children] are lookups, not
+//     scans.
+//
+// [WithoutWatch], [WithoutPrune] and [WithoutIndex] turn each off;
+// [WithCreateOnly] and [WithRecreateOnChange] set per-field write policies
+// for the kind.
+func (b *Builder[T]) Owns(obj client.Object, opts ...OwnsOption) *Builder[T] {
+	o := &owned{obj: obj}
+	for _, opt := range opts {
+		opt.applyToOwns(o)
+	}
+	b.owns = append(b.owns, o)
+	return b
+}
+
+// watch is one Watches declaration.
+type watch struct {
+	obj     client.Object
+	handler handler.EventHandler
+	opts    []builder.WatchesOption
+}
+
+// Watches reconciles what h maps events of obj's kind to — any object,
+// owned or not (controller-runtime's builder.Watches; opts are its
+// WatchesOption values: builder.WithPredicates, builder.OnlyMetadata).
+// Prefer [Builder.References] for "every T that references this object".
+func (b *Builder[T]) Watches(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) *Builder[T] {
+	b.watches = append(b.watches, watch{obj: obj, handler: h, opts: opts})
 	return b
 }
 
 // Finalizer adds a finalizer with the given name and steps (finalizer.WithStep …).
-// The builder supplies the manager's client and API reader, and wires events
-// and metrics when [Builder.Observability] is set. The finalizer writes its
+// The builder supplies the client and API reader, and wires events and
+// metrics when [Builder.Observability] is set. The finalizer writes its
 // conditions (FinalizerCleanup with reasons CleanupFailed, DeletionBlocked
 // and CleanupInProgress; Stalled with reason StuckDeleting) into T's status
-// through conditions.Status, with no per-type code.
+// through conditions.Status, with no per-type code; conditions a step sets
+// on the object go out in the same status write.
 func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T] {
 	b.finName, b.finOpts = name, opts
 	return b
@@ -86,12 +214,12 @@ func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T
 // [phase.Machine.Step] (after the finalizer was added) and persists the
 // status; the machine owns Ready, Reconciling, Stalled and Degraded. On a
 // deleting object the machine's deletion phase runs first, and finalizer
-// cleanup only once it is handled. Handlers that create children can use
-// [Reconciler.Ensurer] — declare Children too (it is not called in phase
-// mode) to get an Ensurer with pruning wired. [Builder.Build] builds the
-// machine; with Observability set it first adds the controller's
-// deduplicating event recorder (replacing one given to phase.New) and
-// phase.Metrics as an observer, so transitions reach events and metrics.
+// cleanup only once it is handled. Handlers that write children use the
+// builder's [Builder.Ensurer] (pruning and indexes of the Owns kinds
+// wired). [Builder.Build] builds the machine; with Observability set it
+// first adds the controller's deduplicating event recorder (replacing one
+// given to phase.New) and phase.Metrics as an observer, so transitions reach
+// events and metrics.
 func (b *Builder[T]) Phases(m *phase.Builder[T]) *Builder[T] {
 	b.machine = m
 	return b
@@ -99,9 +227,10 @@ func (b *Builder[T]) Phases(m *phase.Builder[T]) *Builder[T] {
 
 // Children sets the function that declares the desired children; they are
 // ensured with field owner = the controller name. opts configure the
-// [ensure.Ensurer] (strategy, adoption, …); pruning of the Owns types is on by default.
+// [ensure.Ensurer] (strategy, adoption, …) on top of what the Owns
+// declarations imply (prune, index, field policies).
 func (b *Builder[T]) Children(desired DesiredFunc[T], opts ...ensure.Option) *Builder[T] {
-	b.desired, b.ensureOpts = desired, opts
+	b.desired, b.ensureOpts = desired, append(b.ensureOpts, opts...)
 	return b
 }
 
@@ -122,10 +251,14 @@ func (b *Builder[T]) Observability(o *observability.Observability) *Builder[T] {
 	return b
 }
 
-// Concurrency sets MaxConcurrentReconciles (default 1). Two workers never
-// reconcile the same object at once.
-func (b *Builder[T]) Concurrency(n int) *Builder[T] {
-	b.concurrency = n
+// WithOptions sets controller-runtime's controller options, passed through
+// as given: MaxConcurrentReconciles (controller-runtime's default is 1; two
+// workers never reconcile the same object at once), RateLimiter,
+// UsePriorityQueue, EnableWarmup, RecoverPanic, NeedLeaderElection,
+// ReconciliationTimeout, CacheSyncTimeout, … The one exception: a
+// [Builder.Shard] controller never needs leader election.
+func (b *Builder[T]) WithOptions(o controller.Options) *Builder[T] {
+	b.ctrlOpts = o
 	return b
 }
 
@@ -154,16 +287,160 @@ func (b *Builder[T]) WithSteps(s Steps[T]) *Builder[T] {
 	return b
 }
 
-// Build returns the reconciler without registering a controller.
-func (b *Builder[T]) Build() (*Reconciler[T], error) {
+// registerIndexes registers, once, the cache field indexes the declarations
+// need: ensure.OwnerIndex on indexed Owns kinds, T by UID when an Owns kind
+// is watched (label-linked children find their owner), and T by each
+// [Builder.References] key.
+func (b *Builder[T]) registerIndexes() error {
+	if b.indexed {
+		return nil
+	}
+	var need []string
+	for _, r := range b.refs {
+		need = append(need, fmt.Sprintf("References(%T)", r.obj))
+	}
+	if b.cache == nil {
+		if len(need) > 0 {
+			return fmt.Errorf("reconciler %s: %v need a cache's field indexes, and this builder has none (use For with a manager, or ForClient(...).WithCache)", b.name, need)
+		}
+		b.indexed = true
+		return nil
+	}
+	ctx := context.Background()
+	for _, o := range b.owns {
+		if !o.noIndex {
+			if err := ensure.IndexOwner(ctx, b.cache, o.obj); err != nil {
+				return fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+		}
+	}
+	if slices.ContainsFunc(b.owns, func(o *owned) bool { return !o.noWatch }) && b.mgr != nil {
+		if err := indexField(ctx, b.cache, b.newObject(), indexUID, func(obj client.Object) []string {
+			return []string{string(obj.GetUID())}
+		}); err != nil {
+			return fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+	}
+	for _, r := range b.refs {
+		if err := indexField(ctx, b.cache, b.newObject(), r.index, r.extract); err != nil {
+			return fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+	}
+	b.indexed = true
+	return nil
+}
+
+// Ensurer returns the [ensure.Ensurer] the reconciler uses — field owner the
+// controller name, prune, owner indexes and field policies as the Owns
+// declarations say, metrics with [Builder.Observability], the Children
+// options — creating it on the first call. Call it after the Owns,
+// Children and Observability declarations, to hand it to phase handlers or a
+// custom [Steps] Sync that write children; [Builder.Build] uses the same one.
+func (b *Builder[T]) Ensurer() (*ensure.Ensurer, error) {
+	if b.ensurer != nil || b.ensurerErr != nil {
+		return b.ensurer, b.ensurerErr
+	}
+	b.ensurer, b.ensurerErr = b.newEnsurer()
+	return b.ensurer, b.ensurerErr
+}
+
+func (b *Builder[T]) newEnsurer() (*ensure.Ensurer, error) {
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, err
 	}
-	c := b.mgr.GetClient()
+	if err := b.resolveOwns(); err != nil {
+		return nil, err
+	}
+	if err := b.registerIndexes(); err != nil {
+		return nil, err
+	}
+	opts := []ensure.Option{ensure.WithAPIReader(b.apiReader)}
+	if b.mgr != nil {
+		// Custom-resource children merge lists by their CRD schema, read once
+		// per group-version from /openapi/v3 (open to every authenticated
+		// user through system:discovery).
+		dc, err := discovery.NewDiscoveryClientForConfigAndClient(b.mgr.GetConfig(), b.mgr.GetHTTPClient())
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		opts = append(opts, ensure.WithOpenAPI(dc.OpenAPIV3()))
+	}
+	var prune, indexed []client.Object
+	for _, o := range b.owns {
+		if !o.noPrune {
+			prune = append(prune, o.obj)
+			if !o.noIndex && b.cache != nil {
+				// Prune looks children up in the cache's owner index, not by
+				// a label scan over every cached object of the kind.
+				indexed = append(indexed, o.obj)
+			}
+		}
+		if len(o.createOnly) > 0 {
+			opts = append(opts, ensure.WithCreateOnly(o.obj, o.createOnly...))
+		}
+		if len(o.recreate) > 0 {
+			opts = append(opts, ensure.WithRecreateOnChange(o.obj, o.recreate...))
+		}
+	}
+	if len(prune) > 0 {
+		opts = append(opts, ensure.WithPrune(prune...))
+	}
+	if len(indexed) > 0 {
+		opts = append(opts, ensure.WithOwnerIndex(indexed...))
+	}
+	if b.obs != nil {
+		em, err := ensure.NewMetrics(b.obs.Registerer(), b.name)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		opts = append(opts, ensure.WithObserver(em))
+	}
+	c := b.client
 	if b.obs != nil {
 		c = b.obs.Client(c)
 	}
-	r := &Reconciler[T]{name: b.name, client: c, newObject: b.newObject, desired: b.desired, status: b.status}
+	e, err := ensure.New(c, b.name, append(opts, b.ensureOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+	}
+	return e, nil
+}
+
+// resolveOwns finds each Owns kind's GVK and scope once.
+func (b *Builder[T]) resolveOwns() error {
+	for _, o := range b.owns {
+		if o.mappedGVK {
+			continue
+		}
+		gvk, err := apiutil.GVKForObject(o.obj, b.client.Scheme())
+		if err != nil {
+			return fmt.Errorf("reconciler %s: Owns(%T): %w", b.name, o.obj, err)
+		}
+		o.gvk, o.mappedGVK = gvk, true
+	}
+	return nil
+}
+
+// Build returns the reconciler without registering a controller. Calling it
+// again returns the same reconciler.
+func (b *Builder[T]) Build() (*Reconciler[T], error) {
+	if b.built != nil {
+		return b.built, nil
+	}
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, err
+	}
+	c := b.client
+	if b.obs != nil {
+		c = b.obs.Client(c)
+	}
+	r := &Reconciler[T]{
+		name: b.name, client: c, reader: c, newObject: b.newObject, desired: b.desired, status: b.status,
+		indexedKinds: map[schema.GroupVersionKind]bool{},
+	}
+	if b.cache != nil {
+		r.reader = b.cache
+	}
 	if b.shard != nil && b.desired != nil {
 		shard, desired := b.shard, b.desired
 		r.desired = func(ctx context.Context, obj T) ([]client.Object, error) {
@@ -181,7 +458,7 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		reg = b.obs.Registerer()
 	}
 	if b.finName != "" {
-		opts := []finalizer.Option{finalizer.WithAPIReader(b.mgr.GetAPIReader())}
+		opts := []finalizer.Option{finalizer.WithAPIReader(b.apiReader)}
 		if r.recorder != nil {
 			opts = append(opts, finalizer.WithEventRecorder(r.recorder))
 		}
@@ -224,35 +501,23 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		b.shard.AddObserver(sm)
 		b.shardWired = true
 	}
-	if b.desired != nil || b.machine != nil {
-		// Custom-resource children merge lists by their CRD schema, read once
-		// per group-version from /openapi/v3 (open to every authenticated
-		// user through system:discovery).
-		dc, err := discovery.NewDiscoveryClientForConfigAndClient(b.mgr.GetConfig(), b.mgr.GetHTTPClient())
+	if err := b.resolveOwns(); err != nil {
+		return nil, err
+	}
+	if err := b.registerIndexes(); err != nil {
+		return nil, err
+	}
+	if b.desired != nil || b.machine != nil || len(b.owns) > 0 || b.ensurer != nil {
+		e, err := b.Ensurer()
 		if err != nil {
-			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
-		}
-		opts := []ensure.Option{ensure.WithAPIReader(b.mgr.GetAPIReader()), ensure.WithOpenAPI(dc.OpenAPIV3())}
-		if len(b.owns) > 0 {
-			// Prune looks children up in the cache's owner index, not by a
-			// label scan over every cached object of the kind.
-			if err := ensure.IndexOwner(context.Background(), b.mgr.GetFieldIndexer(), b.owns...); err != nil {
-				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
-			}
-			opts = append(opts, ensure.WithPrune(b.owns...), ensure.WithOwnerIndex())
-		}
-		if reg != nil {
-			em, err := ensure.NewMetrics(reg, b.name)
-			if err != nil {
-				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
-			}
-			opts = append(opts, ensure.WithObserver(em))
-		}
-		e, err := ensure.New(c, b.name, append(opts, b.ensureOpts...)...)
-		if err != nil {
-			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			return nil, err
 		}
 		r.ensurer = e
+	}
+	for _, o := range b.owns {
+		if !o.noIndex && b.cache != nil {
+			r.indexedKinds[o.gvk] = true
+		}
 	}
 	r.steps = b.steps
 	if r.steps.Get == nil {
@@ -264,17 +529,24 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if r.steps.WriteStatus == nil {
 		r.steps.WriteStatus = r.writeStatus
 	}
+	b.built = r
 	return r, nil
 }
 
-// Complete builds the reconciler and registers its controller with the manager.
+// Complete builds the reconciler and registers its controller with the
+// manager: T's events (default predicates plus [Builder.WithPredicates]),
+// the Owns kinds that are watched, [Builder.Watches] and
+// [Builder.References].
 func (b *Builder[T]) Complete() error {
+	if b.mgr == nil && len(b.errs) == 0 {
+		return fmt.Errorf("reconciler %s: Complete needs a manager (For); with ForClient, use Build and call Reconcile", b.name)
+	}
 	r, err := b.Build()
 	if err != nil {
 		return err
 	}
 	preds := append([]predicate.Predicate{DefaultPredicate()}, b.predicates...)
-	opts := controller.Options{MaxConcurrentReconciles: b.concurrency}
+	opts := b.ctrlOpts
 	var rec reconcile.Reconciler = r
 	if b.shard != nil {
 		if err := b.shard.SetupWithManager(b.mgr, b.newObject()); err != nil {
@@ -284,52 +556,55 @@ func (b *Builder[T]) Complete() error {
 		opts.NeedLeaderElection = ptr.To(false)
 		rec = guarded(b.shard, b.newObject, rec)
 	}
+	trigger := func(h handler.EventHandler) handler.EventHandler { return h }
 	if b.obs != nil {
 		rec = b.obs.Wrap(b.name, rec)
+		trigger = func(h handler.EventHandler) handler.EventHandler { return b.obs.TriggerHandler(b.name, h) }
 	}
 	bld := builder.ControllerManagedBy(b.mgr).
 		Named(b.name).
-		WithOptions(opts)
-	if b.obs != nil {
-		bld = bld.Watches(b.newObject(), b.obs.TriggerHandler(b.name, &handler.EnqueueRequestForObject{}), builder.WithPredicates(preds...))
-	} else {
-		bld = bld.For(b.newObject(), builder.WithPredicates(preds...))
+		WithOptions(opts).
+		Watches(b.newObject(), trigger(&handler.EnqueueRequestForObject{}), builder.WithPredicates(preds...))
+	ownerGVK, err := apiutil.GVKForObject(b.newObject(), b.mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("reconciler %s: %w", b.name, err)
 	}
 	for _, o := range b.owns {
-		h := handler.EnqueueRequestForOwner(b.mgr.GetScheme(), b.mgr.GetRESTMapper(), b.newObject(), handler.OnlyControllerOwner())
-		if b.obs != nil {
-			h = b.obs.TriggerHandler(b.name, h)
+		if o.noWatch {
+			continue
 		}
-		bld = bld.Watches(o, h)
+		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), b.newObject))
+		bld = bld.Watches(o.obj, trigger(h), builder.WithPredicates(o.predicates...))
+	}
+	for _, w := range b.watches {
+		bld = bld.Watches(w.obj, trigger(w.handler), w.opts...)
+	}
+	for _, ref := range b.refs {
+		bld = bld.Watches(ref.obj, trigger(handler.EnqueueRequestsFromMapFunc(refMapper(ref, b.mgr.GetScheme(), b.cache, b.newObject))), ref.opts...)
 	}
 	return bld.Complete(rec)
 }
 
-// DefaultPredicate passes create, delete and generic events, and update events
-// that change the generation, labels, annotations, finalizers or the deletion
-// timestamp: not status-only updates, which the controller itself writes.
+// DefaultPredicate passes create, delete and generic events, and update
+// events that change the generation, labels, annotations, finalizers or the
+// deletion timestamp: not status-only updates, which the controller itself
+// writes. For kinds without metadata.generation (ConfigMap, Secret,
+// Namespace, …: generation stays 0) every update that changes the
+// resourceVersion passes, since their data changes bump no generation.
 func DefaultPredicate() predicate.Predicate {
 	return predicate.Or(
 		predicate.GenerationChangedPredicate{},
 		predicate.LabelChangedPredicate{},
 		predicate.AnnotationChangedPredicate{},
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return !equalStrings(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
-				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return false
+			}
+			return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
+				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
+				e.ObjectNew.GetGeneration() == 0 && e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 		}},
 	)
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // guarded runs inner inside shard.Begin for the requested object.

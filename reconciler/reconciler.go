@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,23 +30,64 @@ type DesiredFunc[T client.Object] func(ctx context.Context, obj T) ([]client.Obj
 
 // Observed is what a [StatusFunc] can look at besides the object.
 type Observed struct {
-	// Changes is what ensure did to the children in this reconcile.
+	// Changes is what ensure did to the children in this reconcile (nil in
+	// observe-only mode, where nothing is written).
 	Changes ensure.ChangeSet
-	// Reader reads from the manager's cache (children included).
+	// Reader reads from the manager's cache (children included), or from the
+	// client of a [ForClient] builder without a cache.
 	Reader client.Reader
+
+	owner    client.Object
+	children childAccess
+}
+
+// childAccess lists and deletes an owner's children (the Reconciler).
+type childAccess interface {
+	listChildren(ctx context.Context, owner client.Object, list client.ObjectList) error
+	deleteChild(ctx context.Context, owner, child client.Object) error
+}
+
+// Children lists into list the object's children of list's kind: objects
+// whose controller ownerReference is the object, or that carry ensure's
+// owner label for it (cluster-scoped and cross-namespace children) — made by
+// this controller or by anyone else. They are read from the cache, through
+// the owner index for kinds declared with Owns (without [WithoutIndex]);
+// otherwise by a label selector plus a scan of the owner's namespace.
+func (o Observed) Children(ctx context.Context, list client.ObjectList) error {
+	if o.children == nil {
+		return errors.New("reconciler: Observed has no owner")
+	}
+	return o.children.listChildren(ctx, o.owner, list)
+}
+
+// Delete deletes child (background propagation, with a UID precondition
+// when child's UID is set, so a newer object of the same name is never
+// deleted) if it is a child of the object; a child already gone is not an
+// error. Use it for children kept outside the declared set ([WithoutPrune]):
+// history beyond a limit, finished Jobs.
+func (o Observed) Delete(ctx context.Context, child client.Object) error {
+	if o.children == nil {
+		return errors.New("reconciler: Observed has no owner")
+	}
+	return o.children.deleteChild(ctx, o.owner, child)
 }
 
 // StatusFunc computes obj's status (conditions, observed fields) in memory
 // after the children were ensured; the reconciler writes it. It is called only
 // when every earlier step succeeded. Return outcome.DependencyNotReady to say
-// "not there yet, look again in d" (Reconciling stays True).
+// "not there yet, look again in d" (Reconciling stays True), and
+// outcome.RequeueAfter to say "healthy; look again in d" (a schedule, a poll
+// of something that sends no events): Reconciling and Ready are untouched by
+// it, so kstatus still reads Current.
 type StatusFunc[T client.Object] func(ctx context.Context, obj T, observed Observed) error
 
 // Reconciler runs the skeleton for T. Build it with [For].
 type Reconciler[T client.Object] struct {
-	name       string
-	client     client.Client
-	newObject  func() T
+	name         string
+	client       client.Client
+	reader       client.Reader // the cache, or client without one
+	indexedKinds map[schema.GroupVersionKind]bool
+	newObject    func() T
 	finalizer  *finalizer.Finalizer[T]
 	machine    *phase.Machine[T]
 	ensurer    *ensure.Ensurer
@@ -62,7 +105,9 @@ type Steps[T client.Object] struct {
 	// Get reads the object; return a NotFound error when it is gone.
 	Get func(ctx context.Context, key types.NamespacedName, obj T) error
 	// Sync makes the world match obj's spec and reports what changed; the
-	// default calls the DesiredFunc and ensures the result.
+	// default calls the DesiredFunc and ensures the result. A custom Sync
+	// that writes children uses the builder's [Builder.Ensurer]. Returning
+	// outcome.RequeueAfter is success (the status step still runs).
 	Sync func(ctx context.Context, obj T) (ensure.ChangeSet, error)
 	// WriteStatus persists the status the reconcile computed; the default
 	// sends a minimal status merge patch, or nothing.
@@ -83,12 +128,16 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return outcome.Result(fmt.Errorf("get %s: %w", req.NamespacedName, err))
 	}
-	if r.machine != nil {
+	if isSet(obj, AnnotationPaused) {
+		return outcome.Result(r.pause(ctx, obj))
+	}
+	observeOnly := isSet(obj, AnnotationObserveOnly) && obj.GetDeletionTimestamp().IsZero()
+	if r.machine != nil && !observeOnly {
 		if res, done, err := r.stepMachine(ctx, req, obj); done {
 			return res, err
 		}
 	}
-	if r.finalizer != nil {
+	if r.finalizer != nil && !observeOnly {
 		fr, err := r.finalizer.Reconcile(ctx, obj)
 		if fr.Deleting || err != nil {
 			if fr.Gone {
@@ -106,15 +155,33 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if serr != nil {
 		return outcome.Result(serr)
 	}
-	changes, err := r.steps.Sync(ctx, obj)
+	var changes ensure.ChangeSet
+	var err error
+	var requeue time.Duration
+	if !observeOnly {
+		changes, err = r.steps.Sync(ctx, obj)
+		requeue, err = successWait(requeue, err)
+	}
 	if err == nil && r.status != nil {
-		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.client})
+		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.reader, owner: obj, children: r})
+		requeue, err = successWait(requeue, err)
+	}
+	if err == nil && requeue > 0 {
+		err = outcome.RequeueAfter(requeue)
 	}
 	r.report(ctx, obj, changes, err)
 	if st.Writable() { // a kind without conditions (a ConfigMap) gets none
 		if cerr := st.ApplyOutcome(err); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
+		if st.Get(ConditionPaused) != nil {
+			if cerr := st.Remove(ConditionPaused); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}
+	if outcome.Classify(err).Class != outcome.ClassConflict {
+		handled(st, obj)
 	}
 	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
 		// The status write's own class decides the retry: a terminal sync error
@@ -130,6 +197,22 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 	}
 	return outcome.Result(err)
+}
+
+// successWait folds an outcome.RequeueAfter (a success) into the sooner of
+// the waits asked for so far, and returns any other error as it is.
+func successWait(sooner time.Duration, err error) (time.Duration, error) {
+	if err == nil {
+		return sooner, nil
+	}
+	c := outcome.Classify(err)
+	if c.Class != outcome.ClassSuccess {
+		return sooner, err
+	}
+	if c.RequeueAfter > 0 && (sooner == 0 || c.RequeueAfter < sooner) {
+		sooner = c.RequeueAfter
+	}
+	return sooner, nil
 }
 
 // forget drops what the metrics remember about an object that is gone.
@@ -164,8 +247,20 @@ func (r *Reconciler[T]) stepMachine(ctx context.Context, req reconcile.Request, 
 		}
 		return reconcile.Result{}, false, nil
 	}
+	var requeue time.Duration
 	if err == nil && !pr.Deleting && r.status != nil {
-		err = r.status(ctx, obj, Observed{Reader: r.client})
+		err = r.status(ctx, obj, Observed{Reader: r.reader, owner: obj, children: r})
+		if requeue, err = successWait(0, err); err == nil && requeue > 0 {
+			err = outcome.RequeueAfter(requeue)
+		}
+	}
+	if outcome.Classify(err).Class != outcome.ClassConflict {
+		if st, serr := conditions.StatusOf(obj); serr == nil {
+			if st.Get(ConditionPaused) != nil {
+				_ = st.Remove(ConditionPaused)
+			}
+			handled(st, obj)
+		}
 	}
 	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
 		if err != nil {

@@ -9,13 +9,16 @@ import (
 var gadgetGV = schema.GroupVersion{Group: "test.opkit.dev", Version: "v1"}
 
 type GadgetSpec struct {
-	Value string `json:"value,omitempty"`
-	Gate  string `json:"gate,omitempty"`
+	Value     string `json:"value,omitempty"`
+	Gate      string `json:"gate,omitempty"`
+	SecretRef string `json:"secretRef,omitempty"`
+	Schedule  string `json:"schedule,omitempty"`
 }
 
 type GadgetStatus struct {
 	ObservedGeneration  int64              `json:"observedGeneration,omitempty"`
 	Phase               string             `json:"phase,omitempty"`
+	LastHandled         string             `json:"lastHandledReconcileAt,omitempty"`
 	PhaseTransitionTime *metav1.Time       `json:"phaseTransitionTime,omitempty"`
 	Conditions          []metav1.Condition `json:"conditions,omitempty"`
 }

@@ -33,14 +33,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/ensure"
@@ -149,6 +146,7 @@ type bucketController struct {
 	gate        *cloud.RetryGate
 	callTimeout time.Duration
 	poll        time.Duration
+	resync      time.Duration
 	afterCreate func(context.Context, *storagev1.Bucket, *cloud.Bucket) error
 	// readyAt remembers, per Bucket UID, the generation this process last
 	// found in sync and marked Ready. A resync can read the Bucket from a
@@ -189,70 +187,23 @@ func Setup(mgr manager.Manager, o Options) error {
 	} else {
 		c.events = observability.NewRecorder(mgr.GetEventRecorder(Name))
 	}
-	ens, err := ensure.New(c.client, Name, ensure.WithAPIReader(mgr.GetAPIReader()), ensure.WithPrune(&corev1.Secret{}))
+	c.resync = o.ResyncInterval
+	b := reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
+		Owns(&corev1.Secret{}).
+		Finalizer(FinalizerName, finalizer.WithStep("delete-bucket", c.deleteBucket)).
+		Observability(o.Observability).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency})
+	// The cloud calls come before the connection Secret can be declared, so
+	// Sync is the controller's own; it writes the Secret through the
+	// builder's Ensurer (prune and owner index of the Owns kinds wired).
+	ens, err := b.Ensurer()
 	if err != nil {
 		return err
 	}
 	c.ensurer = ens
-
-	r, err := reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
-		Finalizer(FinalizerName, finalizer.WithStep("delete-bucket", c.deleteBucket)).
-		WithSteps(reconciler.Steps[*storagev1.Bucket]{Sync: c.sync}).
+	return b.WithSteps(reconciler.Steps[*storagev1.Bucket]{Sync: c.sync}).
 		Status(c.status).
-		Observability(o.Observability).
-		Concurrency(o.Concurrency).
-		Build()
-	if err != nil {
-		return err
-	}
-	// Registered here rather than with Builder.Complete, only to wrap the
-	// reconciler in the periodic resync (see resyncing); the watches are the
-	// ones Complete would set up.
-	var rec reconcile.Reconciler = resyncing{inner: r, every: o.ResyncInterval}
-	var onBucket handler.EventHandler = &handler.EnqueueRequestForObject{}
-	onSecret := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &storagev1.Bucket{}, handler.OnlyControllerOwner())
-	if obs := o.Observability; obs != nil {
-		rec = obs.Wrap(Name, rec)
-		onBucket, onSecret = obs.TriggerHandler(Name, onBucket), obs.TriggerHandler(Name, onSecret)
-	}
-	return builder.ControllerManagedBy(mgr).
-		Named(Name).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency}).
-		Watches(&storagev1.Bucket{}, onBucket, builder.WithPredicates(reconciler.DefaultPredicate())).
-		Watches(&corev1.Secret{}, onSecret).
-		Complete(rec)
-}
-
-// resyncing requeues a Bucket whose reconcile succeeded after every, so that
-// drift made in the cloud — which sends Kubernetes no event — is found. Only
-// a reconcile that reached the Status step (a live, Ready Bucket) asks for
-// it: errors keep their own retry policy (a Stalled Bucket stays quiet), and
-// a deleted Bucket is not polled forever.
-//
-// Why not the alternatives: outcome.DependencyNotReady would keep Reconciling
-// True on a healthy Bucket; the manager's SyncPeriod resyncs every informer
-// (Secrets too), and its resync events change nothing, so the reconciler's
-// default predicates drop them.
-type resyncing struct {
-	inner reconcile.Reconciler
-	every time.Duration
-}
-
-type resyncKey struct{}
-
-func (r resyncing) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	ready := new(bool)
-	res, err := r.inner.Reconcile(context.WithValue(ctx, resyncKey{}, ready), req)
-	if err == nil && *ready && (res.RequeueAfter == 0 || res.RequeueAfter > r.every) {
-		res.RequeueAfter = r.every
-	}
-	return res, err
-}
-
-func markResync(ctx context.Context) {
-	if p, ok := ctx.Value(resyncKey{}).(*bool); ok {
-		*p = true
-	}
+		Complete()
 }
 
 // ExternalName is the cloud name of b: spec.bucketName, else one derived
@@ -433,10 +384,17 @@ func (c *bucketController) correct(ctx context.Context, cl *cloud.Client, b *sto
 	return updated, nil
 }
 
-func (c *bucketController) status(ctx context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
-	markResync(ctx)
+// status marks b Ready and asks to look at it again after the resync
+// interval: drift made in the cloud sends Kubernetes no event. Only a
+// reconcile that reached this step (a live bucket in sync) asks for it: a
+// Stalled Bucket stays quiet, a deleted one is not polled. The requeue is a
+// success (outcome.RequeueAfter): Reconciling stays False, kstatus Current.
+func (c *bucketController) status(_ context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
 	c.readyAt.Store(b.UID, b.Generation)
-	return conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region))
+	if err := conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region)); err != nil {
+		return err
+	}
+	return outcome.RequeueAfter(c.resync)
 }
 
 // deleteBucket is the finalizer step: it deletes b's cloud bucket and is

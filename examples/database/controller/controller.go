@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -132,28 +133,31 @@ func Setup(mgr manager.Manager, o Options) error {
 		return errors.New("database controller: a backup catalog is required")
 	}
 	o.defaults()
+	// No pruning: the children's names never change, and backup Jobs must
+	// survive the reconciles that do not declare them.
+	b := reconciler.For(mgr, Name, func() *dbv1.Database { return &dbv1.Database{} }).
+		Owns(&appsv1.StatefulSet{}, reconciler.WithoutPrune()).
+		Owns(&corev1.Service{}, reconciler.WithoutPrune()).
+		Owns(&batchv1.Job{}, reconciler.WithoutPrune()).
+		Observability(o.Observability).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency})
+	// The phase handlers write children through the builder's Ensurer.
+	e, err := b.Ensurer()
+	if err != nil {
+		return err
+	}
 	c := mgr.GetClient()
 	if o.Observability != nil {
 		c = o.Observability.Client(c)
-	}
-	// No pruning: the children's names never change, and backup Jobs must
-	// survive the reconciles that do not declare them.
-	e, err := ensure.New(c, Name, ensure.WithAPIReader(mgr.GetAPIReader()))
-	if err != nil {
-		return err
 	}
 	r := &handlers{client: c, ensurer: e, opts: o}
 	// Without Observability the machine's events go straight to the
 	// manager's recorder; with it, the reconciler wires its deduplicating
 	// recorder and the phase metrics into the machine.
 	m := newMachine(r, phase.WithEventRecorder(mgr.GetEventRecorder(Name)))
-	return reconciler.For(mgr, Name, func() *dbv1.Database { return &dbv1.Database{} }).
-		Owns(&appsv1.StatefulSet{}, &corev1.Service{}, &batchv1.Job{}).
-		Phases(m).
+	return b.Phases(m).
 		Finalizer(FinalizerName, finalizer.WithStep("catalog-final-backup", r.verifyFinalBackup)).
 		Status(r.status).
-		Observability(o.Observability).
-		Concurrency(o.Concurrency).
 		Complete()
 }
 

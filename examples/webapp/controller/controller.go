@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/opkit/opkit/conditions"
@@ -68,7 +69,9 @@ func Setup(mgr manager.Manager, o Options) error {
 		o.Concurrency = 4
 	}
 	b := reconciler.For(mgr, Name, func() *webappv1.WebApp { return &webappv1.WebApp{} }).
-		Owns(&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
 		Finalizer(FinalizerName, finalizer.WithStep("release-route", func(ctx context.Context, app *webappv1.WebApp) (finalizer.StepResult, error) {
 			if !o.Registry.Release(ctx, key(app)) {
 				return finalizer.RequeueAfter(2 * time.Second), nil
@@ -82,7 +85,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			return status(ctx, o.Registry, app, observed)
 		}).
 		Observability(o.Observability).
-		Concurrency(o.Concurrency)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency})
 	if o.Shard != nil {
 		b = b.Shard(o.Shard)
 	}

@@ -1,0 +1,92 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/opkit/opkit/ensure"
+)
+
+// isChildOf reports whether child is linked to the owner with uid: by a
+// controller ownerReference or by ensure's owner label.
+func isChildOf(child client.Object, uid types.UID) bool {
+	if ref := metav1.GetControllerOfNoCopy(child); ref != nil && ref.UID == uid {
+		return true
+	}
+	return child.GetLabels()[ensure.LabelOwnerUID] == string(uid)
+}
+
+func (r *Reconciler[T]) listChildren(ctx context.Context, owner client.Object, list client.ObjectList) error {
+	gvk, err := apiutil.GVKForObject(list, r.client.Scheme())
+	if err != nil {
+		return fmt.Errorf("reconciler: list children of %s/%s: %w", owner.GetNamespace(), owner.GetName(), err)
+	}
+	kind := gvk.GroupVersion().WithKind(trimList(gvk.Kind))
+	uid := owner.GetUID()
+	var items []runtime.Object
+	collect := func(opts ...client.ListOption) error {
+		if err := r.reader.List(ctx, list, opts...); err != nil {
+			return fmt.Errorf("reconciler: list %s children of %s/%s: %w", kind.Kind, owner.GetNamespace(), owner.GetName(), err)
+		}
+		return meta.EachListItem(list, func(o runtime.Object) error {
+			if co, ok := o.(client.Object); ok && isChildOf(co, uid) && !containsUID(items, co.GetUID()) {
+				items = append(items, o)
+			}
+			return nil
+		})
+	}
+	if r.indexedKinds[kind] {
+		if err := collect(client.MatchingFields{ensure.OwnerIndex: ensure.OwnerBucket(string(uid))}); err != nil {
+			return err
+		}
+	} else {
+		if err := collect(client.MatchingLabels{ensure.LabelOwnerUID: string(uid)}); err != nil {
+			return err
+		}
+		if ns := owner.GetNamespace(); ns != "" {
+			// Children another tool linked by ownerReference alone.
+			if err := collect(client.InNamespace(ns)); err != nil {
+				return err
+			}
+		}
+	}
+	return meta.SetList(list, items)
+}
+
+func containsUID(items []runtime.Object, uid types.UID) bool {
+	for _, o := range items {
+		if co, ok := o.(client.Object); ok && co.GetUID() == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func trimList(kind string) string {
+	if len(kind) > 4 && kind[len(kind)-4:] == "List" {
+		return kind[:len(kind)-4]
+	}
+	return kind
+}
+
+func (r *Reconciler[T]) deleteChild(ctx context.Context, owner, child client.Object) error {
+	if !isChildOf(child, owner.GetUID()) {
+		return fmt.Errorf("reconciler: %s/%s is not a child of %s/%s", child.GetNamespace(), child.GetName(), owner.GetNamespace(), owner.GetName())
+	}
+	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
+	if uid := child.GetUID(); uid != "" {
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	if err := r.client.Delete(ctx, child, opts...); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reconciler: delete child %s/%s of %s/%s: %w", child.GetNamespace(), child.GetName(), owner.GetNamespace(), owner.GetName(), err)
+	}
+	return nil
+}
