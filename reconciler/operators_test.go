@@ -471,7 +471,9 @@ func TestLabelLinkedClusterScopedChildDriftIsCorrected(t *testing.T) {
 			Observability(obs).
 			Complete()
 	})
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}}) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}})
+	})
 	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rbac"}})
 	waitReady(t, g)
 	var role rbacv1.ClusterRole
@@ -650,7 +652,6 @@ func TestPauseObserveOnlyAndReconcileNow(t *testing.T) {
 		t.Fatalf("reconcile-now ran %d reconciles, want 1", n)
 	}
 }
-
 
 // reconcileErrors reads controller-runtime's reconcile error counter of
 // controller from its global registry.

@@ -88,15 +88,15 @@ type Reconciler[T client.Object] struct {
 	reader       client.Reader // the cache, or client without one
 	indexedKinds map[schema.GroupVersionKind]bool
 	newObject    func() T
-	finalizer  *finalizer.Finalizer[T]
-	machine    *phase.Machine[T]
-	ensurer    *ensure.Ensurer
-	desired    DesiredFunc[T]
-	status     StatusFunc[T]
-	metrics    *observability.Metrics
-	finMetrics *finalizer.Metrics
-	recorder   *observability.Recorder
-	steps      Steps[T]
+	finalizer    *finalizer.Finalizer[T]
+	machine      *phase.Machine[T]
+	ensurer      *ensure.Ensurer
+	desired      DesiredFunc[T]
+	status       StatusFunc[T]
+	metrics      *observability.Metrics
+	finMetrics   *finalizer.Metrics
+	recorder     *observability.Recorder
+	steps        Steps[T]
 }
 
 // Steps are the parts of a reconcile that can be replaced one by one. A nil
