@@ -53,6 +53,7 @@ type Builder[T client.Object] struct {
 	predicates []predicate.Predicate
 	shard      *sharding.Shard
 	steps      Steps[T]
+	share      *StatusShare
 	shardWired bool
 	errs       []error
 
@@ -441,6 +442,12 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if b.cache != nil {
 		r.reader = b.cache
 	}
+	if b.share != nil {
+		if b.machine != nil {
+			return nil, fmt.Errorf("reconciler %s: ShareStatus and Phases do not combine (the phase machine owns Ready, Reconciling, Stalled and Degraded)", b.name)
+		}
+		r.share = newShared(*b.share)
+	}
 	if b.shard != nil && b.desired != nil {
 		shard, desired := b.shard, b.desired
 		r.desired = func(ctx context.Context, obj T) ([]client.Object, error) {
@@ -545,7 +552,11 @@ func (b *Builder[T]) Complete() error {
 	if err != nil {
 		return err
 	}
-	preds := append([]predicate.Predicate{DefaultPredicate()}, b.predicates...)
+	first := DefaultPredicate()
+	if r.share != nil && r.share.summary() {
+		first = predicate.Or(first, foreignConditionsChanged(r.share))
+	}
+	preds := append([]predicate.Predicate{first}, b.predicates...)
 	opts := b.ctrlOpts
 	var rec reconcile.Reconciler = r
 	if b.shard != nil {

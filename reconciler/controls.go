@@ -59,16 +59,28 @@ func (r *Reconciler[T]) pause(ctx context.Context, obj T) error {
 	if err != nil || !st.Writable() {
 		return nil //nolint:nilerr // a kind without conditions: nothing to say, nothing to do
 	}
+	if r.share != nil && !r.share.summary() {
+		return nil // the summary owner says so
+	}
 	if c := st.Get(ConditionPaused); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonPaused {
 		// Already said; not even a new generation is worth a write.
 		return nil
 	}
 	patcher := conditions.NewStatusPatcher(obj)
+	var before map[string]any
+	if r.share != nil {
+		if before, err = r.share.part(obj); err != nil {
+			return err
+		}
+	}
 	if err := st.Set(metav1.Condition{
 		Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused,
 		Message: "reconciliation is paused by the annotation " + AnnotationPaused + `: "true"; remove it to resume`,
 	}); err != nil {
 		return err
+	}
+	if r.share != nil {
+		return r.writeShared(ctx, obj, before)
 	}
 	return r.steps.WriteStatus(ctx, patcher, obj)
 }

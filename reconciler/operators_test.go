@@ -676,3 +676,91 @@ func reconcileErrors(t *testing.T, controller string) float64 {
 	t.Fatalf("no reconcile error counter for controller %s", controller)
 	return 0
 }
+
+// TestTwoControllersShareOneObject (point 7): a main controller (summary
+// owner: Configured, Ready) and a backup controller (BackedUp,
+// status.phase) reconcile the same Gadgets under a burst of concurrent spec
+// edits. Neither loses the other's condition, the summary follows the
+// backup's condition, and once settled nobody writes (no ping-pong, no hot
+// loop).
+func TestTwoControllersShareOneObject(t *testing.T) {
+	ns := env.Namespace(t)
+	var mainCalls, backupCalls atomic.Int32
+	requests := startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+		err := reconciler.For(mgr, "gadget-main", newGadget).
+			ShareStatus(reconciler.StatusShare{Conditions: []string{"Configured"}}).
+			Status(func(_ context.Context, g *Gadget, _ reconciler.Observed) error {
+				mainCalls.Add(1)
+				if err := conditions.Set(g, metav1.Condition{Type: "Configured", Status: metav1.ConditionTrue, Reason: "Value", Message: g.Spec.Value}); err != nil {
+					return err
+				}
+				if b := conditions.Get(g, "BackedUp"); b == nil || b.Message != g.Spec.Value {
+					return conditions.Set(g, metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionFalse, Reason: "WaitingForBackup", Message: "no backup of " + g.Spec.Value + " yet"})
+				}
+				return conditions.MarkReady(g, "BackedUp", "configured and backed up")
+			}).
+			Observability(obs).
+			Complete()
+		if err != nil {
+			return err
+		}
+		return reconciler.For(mgr, "gadget-backup", newGadget).
+			ShareStatus(reconciler.StatusShare{Outcome: "BackedUp", Fields: []string{"phase"}}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+			Status(func(_ context.Context, g *Gadget, _ reconciler.Observed) error {
+				backupCalls.Add(1)
+				g.Status.Phase = "backed-up-" + g.Spec.Value
+				return conditions.Set(g, metav1.Condition{Type: "BackedUp", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: g.Spec.Value})
+			}).
+			Observability(obs).
+			Complete()
+	})
+	names := []string{"s1", "s2", "s3"}
+	gs := map[string]*Gadget{}
+	for _, n := range names {
+		gs[n] = createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}, Spec: GadgetSpec{Value: "v0"}})
+	}
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func(g *Gadget) {
+			defer wg.Done()
+			for i := 1; i <= 8; i++ {
+				mutateGadget(t, g, func(g *Gadget) { g.Spec.Value = fmt.Sprintf("v%d", i) })
+				time.Sleep(30 * time.Millisecond)
+			}
+		}(gs[n])
+	}
+	wg.Wait()
+	settled := func(g *Gadget) func() (bool, error) {
+		return func() (bool, error) {
+			err := get(t, g)()
+			b, c := conditions.Get(g, "BackedUp"), conditions.Get(g, "Configured")
+			return err == nil && b != nil && b.Message == "v8" && c != nil && c.Message == "v8" &&
+				g.Status.Phase == "backed-up-v8" && conditions.IsTrue(g, conditions.Ready) && g.Status.ObservedGeneration == g.Generation, err
+		}
+	}
+	for _, n := range names {
+		waitFor(t, 30*time.Second, n+" settled with both controllers' status", settled(gs[n]))
+	}
+	time.Sleep(time.Second)
+	requests.Reset()
+	m, b := mainCalls.Load(), backupCalls.Load()
+	time.Sleep(2 * time.Second)
+	if requests.Writes() != 0 || mainCalls.Load() != m || backupCalls.Load() != b {
+		t.Fatalf("after settling: %d writes, %d main and %d backup reconciles in 2s (ping-pong or hot loop):\n%s",
+			requests.Writes(), mainCalls.Load()-m, backupCalls.Load()-b, requests)
+	}
+	for _, n := range names {
+		g := gs[n]
+		for _, c := range []string{"Configured", "BackedUp", conditions.Ready} {
+			if conditions.Get(g, c) == nil {
+				t.Errorf("%s lost condition %s: %+v", n, c, g.Status.Conditions)
+			}
+		}
+		if conditions.Get(g, conditions.Reconciling) != nil || conditions.Get(g, conditions.Stalled) != nil {
+			t.Errorf("%s: %+v", n, g.Status.Conditions)
+		}
+	}
+	t.Logf("reconciles: main %d, backup %d for 3 objects × 9 generations", m, b)
+}

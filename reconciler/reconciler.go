@@ -97,6 +97,7 @@ type Reconciler[T client.Object] struct {
 	finMetrics   *finalizer.Metrics
 	recorder     *observability.Recorder
 	steps        Steps[T]
+	share        *shared
 }
 
 // Steps are the parts of a reconcile that can be replaced one by one. A nil
@@ -155,6 +156,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if serr != nil {
 		return outcome.Result(serr)
 	}
+	var sharedBefore map[string]any
+	if r.share != nil {
+		if sharedBefore, serr = r.share.part(obj); serr != nil {
+			return outcome.Result(serr)
+		}
+	}
 	var changes ensure.ChangeSet
 	var err error
 	var requeue time.Duration
@@ -170,20 +177,29 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		err = outcome.RequeueAfter(requeue)
 	}
 	r.report(ctx, obj, changes, err)
+	secondary := r.share != nil && !r.share.summary()
 	if st.Writable() { // a kind without conditions (a ConfigMap) gets none
-		if cerr := st.ApplyOutcome(err); cerr != nil {
+		apply := st.ApplyOutcome
+		if secondary {
+			apply = func(err error, _ ...conditions.MarkOption) error { return r.share.applyOutcome(st, err) }
+		}
+		if cerr := apply(err); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
-		if st.Get(ConditionPaused) != nil {
+		if st.Get(ConditionPaused) != nil && !secondary {
 			if cerr := st.Remove(ConditionPaused); cerr != nil {
 				err = errors.Join(err, cerr)
 			}
 		}
 	}
-	if outcome.Classify(err).Class != outcome.ClassConflict {
+	if outcome.Classify(err).Class != outcome.ClassConflict && !secondary {
 		handled(st, obj)
 	}
-	if werr := r.steps.WriteStatus(ctx, patcher, obj); werr != nil {
+	write := func() error { return r.steps.WriteStatus(ctx, patcher, obj) }
+	if r.share != nil {
+		write = func() error { return r.writeShared(ctx, obj, sharedBefore) }
+	}
+	if werr := write(); werr != nil {
 		// The status write's own class decides the retry: a terminal sync error
 		// whose Stalled condition never reached the server must be retried.
 		if err != nil {
