@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -19,12 +20,15 @@ import (
 // config the harness hands out can do anything, so a test on it cannot show
 // that the generated RBAC is sufficient). clusterRole is the operator's
 // ClusterRole as its manifests declare it, typed (*rbacv1.ClusterRole) or
-// unstructured; a copy is created under a name unique to the test, with a
-// ClusterRoleBinding to a user of that name, and both are deleted when the
-// test ends. It returns a config and a client that authenticate as that user
-// (a client certificate the control plane trusts). It fails the test when
-// clusterRole is not a ClusterRole or cannot be created.
-func (e *Env) UserBoundTo(tb testing.TB, clusterRole client.Object) (*rest.Config, client.Client) {
+// unstructured; its rules are granted, under a name unique to the test, to a
+// user of that name — cluster-wide (a ClusterRole and ClusterRoleBinding),
+// or, when namespaces are given, only in those namespaces (a Role and
+// RoleBinding in each: how a namespace-scoped operator is installed; the
+// rules hold nowhere else, and nothing cluster-wide is granted) — and everything is deleted
+// when the test ends. It returns a config and a client that authenticate as
+// that user (a client certificate the control plane trusts). It fails the
+// test when clusterRole is not a ClusterRole or cannot be created.
+func (e *Env) UserBoundTo(tb testing.TB, clusterRole client.Object, namespaces ...string) (*rest.Config, client.Client) {
 	tb.Helper()
 	cr := &rbacv1.ClusterRole{}
 	switch o := clusterRole.(type) {
@@ -42,30 +46,41 @@ func (e *Env) UserBoundTo(tb testing.TB, clusterRole client.Object) (*rest.Confi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	user := &rbacv1.ClusterRole{
-		ObjectMeta:      metav1.ObjectMeta{GenerateName: clusterRole.GetName() + "-"},
-		Rules:           cr.Rules,
-		AggregationRule: cr.AggregationRule,
-	}
-	if err := e.Client.Create(ctx, user); err != nil {
-		tb.Fatalf("testenv: UserBoundTo: create ClusterRole: %v", err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user.Name}},
-	}
-	if err := e.Client.Create(ctx, binding); err != nil {
-		_ = e.Client.Delete(ctx, user)
-		tb.Fatalf("testenv: UserBoundTo: create ClusterRoleBinding: %v", err)
-	}
+	name := clusterRole.GetName() + "-" + utilrand.String(6)
+	var created []client.Object
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = e.Client.Delete(ctx, binding)
-		_ = e.Client.Delete(ctx, user)
+		for i := len(created) - 1; i >= 0; i-- {
+			_ = e.Client.Delete(ctx, created[i])
+		}
 	})
-	authn, err := e.Envtest.AddUser(envtest.User{Name: user.Name}, &rest.Config{QPS: 100, Burst: 200})
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}
+	var objs []client.Object
+	if len(namespaces) == 0 {
+		objs = append(objs,
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: cr.Rules, AggregationRule: cr.AggregationRule},
+			&rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			})
+	}
+	for _, ns := range namespaces {
+		// A Role of the same rules, so that nothing cluster-wide is granted.
+		objs = append(objs,
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: cr.Rules},
+			&rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			})
+	}
+	for _, o := range objs {
+		if err := e.Client.Create(ctx, o); err != nil {
+			tb.Fatalf("testenv: UserBoundTo: create %T %s: %v", o, name, err)
+		}
+		created = append(created, o)
+	}
+	authn, err := e.Envtest.AddUser(envtest.User{Name: name}, &rest.Config{QPS: 100, Burst: 200})
 	if err != nil {
 		tb.Fatalf("testenv: UserBoundTo: %v", err)
 	}

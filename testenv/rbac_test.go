@@ -45,3 +45,27 @@ func TestUserBoundToHoldsExactlyTheRole(t *testing.T) {
 		})
 	}
 }
+
+// TestUserBoundInNamespacesHoldsTheRoleThereOnly: with namespaces, the rules
+// hold in each of them and nowhere else, and not cluster-wide.
+func TestUserBoundInNamespacesHoldsTheRoleThereOnly(t *testing.T) {
+	a, b, other := env.Namespace(t), env.Namespace(t), env.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmap-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	_, c := env.UserBoundTo(t, role, a, b)
+	for _, ns := range []string{a, b} {
+		if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)); err != nil {
+			t.Fatalf("list configmaps in %s: %v", ns, err)
+		}
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(other)); !apierrors.IsForbidden(err) {
+		t.Fatalf("list configmaps in another namespace: %v, want Forbidden", err)
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list configmaps cluster-wide: %v, want Forbidden", err)
+	}
+}

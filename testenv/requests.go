@@ -41,6 +41,7 @@ func (r Request) IsWrite() bool {
 type RequestCounter struct {
 	mu     sync.Mutex
 	counts map[Request]int
+	byNS   map[Request]map[string]int
 	infos  *request.RequestInfoFactory
 }
 
@@ -48,6 +49,7 @@ type RequestCounter struct {
 func CountRequests(cfg *rest.Config) (*rest.Config, *RequestCounter) {
 	c := &RequestCounter{
 		counts: map[Request]int{},
+		byNS:   map[Request]map[string]int{},
 		infos:  newRequestInfoFactory(),
 	}
 	out := rest.CopyConfig(cfg)
@@ -99,9 +101,30 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 func (c *RequestCounter) record(req *http.Request) {
 	key := classify(c.infos, req)
+	ns := ""
+	if info, err := c.infos.NewRequestInfo(req); err == nil {
+		ns = info.Namespace
+	}
 	c.mu.Lock()
 	c.counts[key]++
+	if c.byNS[key] == nil {
+		c.byNS[key] = map[string]int{}
+	}
+	c.byNS[key][ns]++
 	c.mu.Unlock()
+}
+
+// ByNamespace returns how many requests with this verb and resource were
+// sent, per namespace; the key "" counts requests not scoped to a namespace
+// — for a namespaced resource, cluster-wide lists and watches.
+func (c *RequestCounter) ByNamespace(verb, resource string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for ns, n := range c.byNS[Request{Verb: verb, Resource: resource}] {
+		out[ns] = n
+	}
+	return out
 }
 
 // Snapshot returns the counts so far.
@@ -119,6 +142,7 @@ func (c *RequestCounter) Snapshot() map[Request]int {
 func (c *RequestCounter) Reset() {
 	c.mu.Lock()
 	c.counts = map[Request]int{}
+	c.byNS = map[Request]map[string]int{}
 	c.mu.Unlock()
 }
 

@@ -114,13 +114,14 @@ func (m *Manager) Run(t testing.TB) (stop func()) {
 }
 
 // UserBoundTo runs [testenv.Env.UserBoundTo] with the ClusterRole named
-// role among rbac (the example's config.RBAC()). It fails the test when rbac
+// role among rbac (the example's config.RBAC()), granted cluster-wide or,
+// with namespaces, only in those. It fails the test when rbac
 // has no such ClusterRole.
-func UserBoundTo(t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructured, role string) (*rest.Config, client.Client) {
+func UserBoundTo(t testing.TB, env *testenv.Env, rbac []*unstructured.Unstructured, role string, namespaces ...string) (*rest.Config, client.Client) {
 	t.Helper()
 	for _, o := range rbac {
 		if o.GetKind() == "ClusterRole" && o.GetName() == role {
-			return env.UserBoundTo(t, o)
+			return env.UserBoundTo(t, o, namespaces...)
 		}
 	}
 	t.Fatalf("no generated ClusterRole %s in config/rbac", role)
