@@ -29,7 +29,31 @@
 //     are not retried until the object's generation, labels or annotations change.
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
-//     controller's own status writes do not trigger reconciles.
+//     controller's own status writes do not trigger reconciles. Kinds without
+//     metadata.generation (ConfigMap, Secret, Namespace) pass every update.
+//   - Any kind can be T: a kind without status conditions is reconciled
+//     with no status write and no error.
+//   - outcome.RequeueAfter from a Sync step or StatusFunc is success: the
+//     object is looked at again after the wait (jittered) while Reconciling
+//     and Ready stay as a success leaves them, so kstatus reads Current.
+//   - Owns(obj, opts…) declares one child kind with watch, prune and index
+//     as separate choices ([WithoutWatch], [WithoutPrune], [WithoutIndex]) and
+//     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). A
+//     watched child's change reconciles its owner whether it is linked by a
+//     controller ownerReference or only by ensure's owner label
+//     (cluster-scoped and cross-namespace children).
+//   - [Builder.References] reconciles exactly the Ts that reference a
+//     changed object, found through a cache index on T, never a List scan.
+//   - Operational controls: [AnnotationPaused] (nothing written but
+//     [ConditionPaused]), [AnnotationObserveOnly] (status only, no child
+//     written), [AnnotationReconcileRequestedAt] (one reconcile now, recorded
+//     in status.lastHandledReconcileAt where T has it).
+//   - Several controllers can reconcile one T ([Builder.ShareStatus]): each
+//     applies only its own conditions and status fields, so none can lose
+//     another's condition, and the summary owner follows the others'.
+//   - [ForClient] builds a reconciler on a client alone (a kubebuilder-style
+//     unit test calls Reconcile by hand); a capability that needs an informer
+//     cache it lacks is refused by Build with an error naming it.
 //   - One status accessor: T's status is resolved once per reconcile
 //     ([conditions.StatusOf]); the finalizer's conditions (FinalizerCleanup
 //     with reason CleanupFailed or DeletionBlocked, Stalled with reason
@@ -47,10 +71,18 @@
 // not import each other; this package composes them.
 //
 // Each step can be replaced ([Builder.WithSteps]: Get, Sync, WriteStatus) and
-// each package can be used without this one. The full skeleton for a WebApp in user code:
+// each package can be used without this one; a custom Sync or phase
+// handlers write children through [Builder.Ensurer]. Controller-runtime's
+// options pass through [Builder.WithOptions]; [Builder.Watches] takes any
+// handler. The full skeleton for a WebApp in user code:
 //
 //	err := reconciler.For[*v1.WebApp](mgr, "webapp", func() *v1.WebApp { return &v1.WebApp{} }).
-//		Owns(&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}).
+//		Owns(&appsv1.Deployment{}, reconciler.WithCreateOnly("spec.selector")).
+//		Owns(&corev1.Service{}).
+//		Owns(&corev1.ConfigMap{}).
+//		References(&corev1.ConfigMap{}, func(app *v1.WebApp) []types.NamespacedName {
+//			return []types.NamespacedName{{Name: app.Spec.EnvFrom}}
+//		}).
 //		Finalizer("apps.example.com/release", finalizer.WithStep("release", release)).
 //		Children(func(ctx context.Context, app *v1.WebApp) ([]client.Object, error) {
 //			return []client.Object{configMap(app), deployment(app), service(app)}, nil
@@ -59,5 +91,11 @@
 //			return conditions.SetSummary(app, conditions.Ready, conditions.WithPositive("Available"))
 //		}).
 //		Observability(obs).
+//		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 //		Complete()
+//
+// Children that are history rather than a declared set (the Jobs of a
+// schedule) are declared with [WithoutPrune], listed with
+// [Observed.Children] and trimmed with [Observed.Delete]; a StatusFunc
+// returning outcome.RequeueAfter(time.Minute) polls a healthy object.
 package reconciler

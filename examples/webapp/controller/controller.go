@@ -14,8 +14,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
@@ -78,8 +80,13 @@ func Setup(mgr manager.Manager, o Options) error {
 			}
 			return finalizer.Done(), nil
 		})).
-		Children(func(_ context.Context, app *webappv1.WebApp) ([]client.Object, error) {
-			return Children(app), nil
+		// A change to the ConfigMap a WebApp names in spec.envFrom reconciles
+		// exactly the WebApps that name it (a cache index, no List scan).
+		References(&corev1.ConfigMap{}, func(app *webappv1.WebApp) []types.NamespacedName {
+			return []types.NamespacedName{{Name: app.Spec.EnvFrom}}
+		}).
+		Children(func(ctx context.Context, app *webappv1.WebApp) ([]client.Object, error) {
+			return withEnvFrom(ctx, mgr.GetClient(), app, Children(app))
 		}).
 		Status(func(ctx context.Context, app *webappv1.WebApp, observed reconciler.Observed) error {
 			return status(ctx, o.Registry, app, observed)
@@ -90,6 +97,37 @@ func Setup(mgr manager.Manager, o Options) error {
 		b = b.Shard(o.Shard)
 	}
 	return b.Complete()
+}
+
+// AnnotationEnvHash is the pod template annotation holding a hash of the
+// spec.envFrom ConfigMap's data: a change to the data changes the template,
+// which rolls the pods.
+const AnnotationEnvHash = "apps.example.com/env-hash"
+
+// withEnvFrom adds spec.envFrom to the Deployment among children: the
+// container's envFrom and the data hash on the pod template. The ConfigMap
+// is read from the cache; a missing one is a dependency not ready yet.
+func withEnvFrom(ctx context.Context, r client.Reader, app *webappv1.WebApp, children []client.Object) ([]client.Object, error) {
+	if app.Spec.EnvFrom == "" {
+		return children, nil
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: app.Namespace, Name: app.Spec.EnvFrom}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, outcome.DependencyNotReady("EnvFromNotFound", fmt.Sprintf("ConfigMap %s (spec.envFrom) does not exist", app.Spec.EnvFrom), 30*time.Second)
+		}
+		return nil, err
+	}
+	for _, c := range children {
+		dep, ok := c.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		tpl := &dep.Spec.Template
+		tpl.Annotations[AnnotationEnvHash] = hash(cm.Data)
+		tpl.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}
+	}
+	return children, nil
 }
 
 func key(app *webappv1.WebApp) string { return app.Namespace + "/" + app.Name }

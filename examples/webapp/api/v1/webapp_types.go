@@ -37,6 +37,14 @@ type WebAppSpec struct {
 	// Headless makes the Service headless (clusterIP: None).
 	// +optional
 	Headless bool `json:"headless,omitempty"`
+
+	// EnvFrom names a ConfigMap in the WebApp's namespace whose keys become
+	// environment variables of the web container. The operator watches it:
+	// a change to its data rolls the pods (environment variables are read
+	// only at start), and until it exists the WebApp waits, Reconciling.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	EnvFrom string `json:"envFrom,omitempty"`
 }
 
 // WebAppStatus is what the operator observed.
