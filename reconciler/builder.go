@@ -105,13 +105,13 @@ func (b *Builder[T]) WithCache(c cache.Cache) *Builder[T] {
 
 // owned is one Owns declaration.
 type owned struct {
-	obj                   client.Object
-	gvk                   schema.GroupVersionKind
-	noWatch, noPrune      bool
-	noIndex               bool
-	createOnly, recreate  []string
-	predicates            []predicate.Predicate
-	namespaced, mappedGVK bool
+	obj                  client.Object
+	gvk                  schema.GroupVersionKind
+	noWatch, noPrune     bool
+	noIndex              bool
+	createOnly, recreate []string
+	predicates           []predicate.Predicate
+	mappedGVK            bool
 }
 
 // OwnsOption configures one [Builder.Owns] declaration.
@@ -121,16 +121,16 @@ type ownsOptionFunc func(*owned)
 
 func (f ownsOptionFunc) applyToOwns(o *owned) { f(o) }
 
-// WithoutWatch: changes to children of this kind do not reconcile their owner.
+// WithoutWatch makes changes to children of this kind not reconcile their owner.
 func WithoutWatch() OwnsOption { return ownsOptionFunc(func(o *owned) { o.noWatch = true }) }
 
-// WithoutPrune: children of this kind that the DesiredFunc stops declaring
-// are left in place — for children that are history rather than a declared
+// WithoutPrune leaves in place children of this kind that the DesiredFunc
+// stops declaring — for children that are history rather than a declared
 // set (the Jobs a schedule created), removed by the operator's own policy
 // through [Observed.Delete], or by the garbage collector with their owner.
 func WithoutPrune() OwnsOption { return ownsOptionFunc(func(o *owned) { o.noPrune = true }) }
 
-// WithoutIndex: children of this kind are not indexed by owner in the cache
+// WithoutIndex keeps children of this kind out of the cache's owner index
 // (ensure.OwnerIndex). Prune and [Observed.Children] then select them by
 // ensure's owner label (children linked only by an ownerReference are found
 // by a scan of the owner's namespace). An index costs one cache entry per

@@ -269,14 +269,24 @@ func TestRequeueOnSuccessKeepsKstatusCurrent(t *testing.T) {
 // schedule created are history, not a declared set: WithoutPrune keeps
 // them when the next one is declared; Observed.Children lists them —
 // including one another tool linked by an ownerReference alone — and
-// Observed.Delete trims the history to a limit.
+// Observed.Delete trims the history to a limit; with the owner index and
+// without it (label selector plus a namespace scan).
 func TestHistoryChildrenSurviveAndAreListedAndDeleted(t *testing.T) {
+	for name, opts := range map[string][]reconciler.OwnsOption{
+		"indexed":   {reconciler.WithoutPrune()},
+		"unindexed": {reconciler.WithoutPrune(), reconciler.WithoutIndex()},
+	} {
+		t.Run(name, func(t *testing.T) { historyChildren(t, opts) })
+	}
+}
+
+func historyChildren(t *testing.T, owns []reconciler.OwnsOption) {
 	ns := env.Namespace(t)
 	const limit = 2
 	var listed atomic.Int32
 	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
 		return reconciler.For(mgr, "gadget-cron", newGadget).
-			Owns(&batchv1.Job{}, reconciler.WithoutPrune()).
+			Owns(&batchv1.Job{}, owns...).
 			Children(func(_ context.Context, g *Gadget) ([]client.Object, error) {
 				return []client.Object{job(g.Namespace, g.Name+"-"+g.Spec.Schedule)}, nil
 			}).
