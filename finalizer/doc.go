@@ -63,11 +63,17 @@
 //     github.com/opkit/opkit/outcome's one table: a lost race (409, or a
 //     JSON patch whose test no longer holds) is re-read and retried, any
 //     other error is returned.
+//  10. Steps may report their own progress. A condition a step sets on the
+//     object it is given (conditions.Set: Finalizing, Degraded, …) while
+//     deletion is not finished goes out in the same status write as the
+//     finalizer's own conditions (one write, optimistic lock; re-applied
+//     after a re-read on a lost race). Only conditions are carried: other
+//     changes a step makes to the object are not written.
 //
 // Assumptions: the object is not edited to remove N by hand while cleanup
 // runs (that deletes it without cleanup, which the API allows); conditions
-// are written through the status subresource; steps do not modify the
-// object passed to them.
+// are written through the status subresource; steps change nothing on the
+// object passed to them but its conditions.
 //
 // # Usage
 //
