@@ -105,13 +105,20 @@ func opkit(t *testing.T, dir string, args ...string) {
 }
 
 // shell runs name in dir with the test's environment (KUBEBUILDER_ASSETS,
-// GOFLAGS, the Go caches) and returns its combined output, failing the
-// test on error.
+// GOFLAGS, the Go caches; not make's own variables) and returns its combined
+// output, failing the test on error.
 func shell(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
 	start := time.Now()
 	cmd := exec.CommandContext(t.Context(), name, args...)
 	cmd.Dir = dir
+	// Under opkit's own make, MAKEFLAGS would hand its command-line variables
+	// and jobserver to the project's make.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" && k != "MAKEOVERRIDES" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
