@@ -65,6 +65,7 @@ func runInit(ctx context.Context, args []string, dir string, stdout, stderr io.W
 	replace := fl.String("opkit-replace", os.Getenv("OPKIT_REPLACE"), "local directory of github.com/opkit/opkit to use through a replace directive (default $OPKIT_REPLACE)")
 	version := fl.String("opkit-version", "", "version of github.com/opkit/opkit to require (default: the version this command was built from)")
 	fetch := fl.Bool("fetch-deps", true, "run \"go mod tidy\" afterwards, which downloads the dependencies and writes go.sum")
+	force := fl.Bool("force", false, "overwrite files the project would have that exist already (README.md, .gitignore, …)")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: opkit init --domain DOMAIN --repo MODULE [flags]\n\nWrites a new operator project, in kubebuilder's layout, into the current directory.\n\nFlags:")
 		fl.PrintDefaults()
@@ -117,7 +118,7 @@ func runInit(ctx context.Context, args []string, dir string, stdout, stderr io.W
 			return errors.New("init: this opkit command was built from a checkout, not a released module, so it does not know which opkit version to require: pass --opkit-version, or --opkit-replace with the checkout's directory")
 		}
 	}
-	if err := renderFiles(abs, d, initFiles, false); err != nil {
+	if err := renderFiles(abs, d, initFiles, *force); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
 	p := &project{Domain: *domain, Layout: []string{layout}, ProjectName: *name, Repo: *repo, Version: "3"}

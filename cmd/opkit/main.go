@@ -14,7 +14,7 @@ import (
 const usage = `opkit scaffolds an operator built on opkit, in kubebuilder's layout.
 
 Usage:
-  opkit init --domain DOMAIN --repo MODULE [--project-name NAME] [--opkit-replace DIR | --opkit-version VERSION] [--fetch-deps=false]
+  opkit init --domain DOMAIN --repo MODULE [--project-name NAME] [--opkit-replace DIR | --opkit-version VERSION] [--fetch-deps=false] [--force]
   opkit create api --group GROUP --version VERSION --kind KIND [--plural PLURAL] [--make=false] [--force]
 
 Run "opkit init -h" or "opkit create api -h" for the flags of each.

@@ -140,3 +140,30 @@ func TestCommandsRefuse(t *testing.T) {
 		t.Errorf("PROJECT resources = %+v", p.Resources)
 	}
 }
+
+// init keeps a file that exists (a repository's README.md) unless --force.
+func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	readme := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"init", "--domain", "example.com", "--repo", "example.com/guestbook", "--opkit-replace", root, "--fetch-deps=false"}
+	var out bytes.Buffer
+	if err := run(context.Background(), args, dir, &out, &out); err == nil || !strings.Contains(err.Error(), "README.md exists already") {
+		t.Fatalf("init over a README.md: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("a refused init wrote files: %d entries", len(entries))
+	}
+	if err := run(context.Background(), append(args, "--force"), dir, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(readme); string(b) == "mine\n" {
+		t.Fatal("init --force kept README.md")
+	}
+}
