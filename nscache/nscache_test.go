@@ -24,9 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -464,4 +466,194 @@ func namespacesOf(items []corev1.ConfigMap) []string {
 		set.Insert(items[i].Namespace)
 	}
 	return sets.List(set)
+}
+
+// events records what an event handler received, as "add ns/name",
+// "update ns/name" or "delete ns/name".
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) handler() toolscache.ResourceEventHandler {
+	rec := func(verb string, obj any) {
+		o, ok := obj.(client.Object)
+		if !ok {
+			return
+		}
+		e.mu.Lock()
+		e.got = append(e.got, verb+" "+o.GetNamespace()+"/"+o.GetName())
+		e.mu.Unlock()
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { rec("add", o) },
+		UpdateFunc: func(_, o any) { rec("update", o) },
+		DeleteFunc: func(o any) { rec("delete", o) },
+	}
+}
+
+func (e *events) has(ev string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.got, ev)
+}
+
+// about returns the events about objects in namespace ns.
+func (e *events) about(ns string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.got {
+		if strings.Contains(ev, " "+ns+"/") {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestInformerFollowsNamespaces drives the cache directly: a handler added
+// before Start and before a namespace joins, a handler added later, handler
+// and informer removal, reads routed by namespace and scope, and a namespace
+// leaving.
+func TestInformerFollowsNamespaces(t *testing.T) {
+	leaks := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
+		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+	}
+	ctx := context.Background()
+	label := "nscache.opkit.dev/test-" + rand.String(6)
+	on := ptr.To("on")
+	a, b, other := env.Namespace(t), env.Namespace(t), env.Namespace(t)
+	setLabel(t, a, label, on)
+	for _, ns := range []string{a, b, other} {
+		writeSource(t, ns, "1")
+	}
+	got, err := nscache.New(labels.SelectorFromSet(labels.Set{label: "on"}))(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.(*nscache.Cache)
+
+	var cm corev1.ConfigMap
+	var notStarted *cache.ErrCacheNotStarted
+	if err := c.Get(ctx, client.ObjectKey{Namespace: a, Name: "src"}, &cm); !errors.As(err, &notStarted) {
+		t.Fatalf("Get before Start: %v, want ErrCacheNotStarted", err)
+	}
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := &events{}
+	earlyReg, err := inf.AddEventHandler(early.handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Start(cctx) }()
+	var startErr error
+	stop := sync.OnceFunc(func() {
+		cancel()
+		startErr = <-done
+	})
+	t.Cleanup(stop)
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if !c.WaitForCacheSync(sctx) {
+		t.Fatal("WaitForCacheSync returned false")
+	}
+	waitFor(t, "early handler synced", func() (bool, error) { return earlyReg.HasSynced(), nil })
+	if !early.has("add "+a+"/src") || len(early.about(b)) != 0 || len(early.about(other)) != 0 {
+		t.Fatalf("early handler after sync: %v; want an add of %s/src and nothing else", early.got, a)
+	}
+	if err := c.Start(ctx); err == nil {
+		t.Fatal("a second Start succeeded")
+	}
+
+	// Reads are routed by scope and namespace.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: a, Name: "src"}, &cm); err != nil || cm.Data["v"] != "1" {
+		t.Fatalf("Get %s/src: %v %v", a, err, cm.Data)
+	}
+	var list corev1.ConfigMapList
+	err = c.List(ctx, &list, client.InNamespace(b))
+	if !nscache.IsNotSelected(err) || !apierrors.IsNotFound(err) {
+		t.Fatalf("List in an unselected namespace: %v", err)
+	}
+	var ns corev1.Namespace
+	if err := c.Get(ctx, client.ObjectKey{Name: a}, &ns); err != nil {
+		t.Fatalf("Get the selected Namespace %s: %v", a, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: b}, &ns); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get the unselected Namespace %s: %v, want NotFound", b, err)
+	}
+
+	// A namespace joins: the handler added before it existed gets its objects.
+	setLabel(t, b, label, on)
+	waitFor(t, "early handler receives the joining namespace's object", func() (bool, error) {
+		return early.has("add " + b + "/src"), nil
+	})
+	late := &events{}
+	lateReg, err := inf.AddEventHandler(late.handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "late handler synced", func() (bool, error) { return lateReg.HasSynced(), nil })
+	if !late.has("add "+a+"/src") || !late.has("add "+b+"/src") || len(late.about(other)) != 0 {
+		t.Fatalf("late handler after sync: %v", late.got)
+	}
+	if err := c.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := namespacesOf(list.Items), sorted(a, b); !slices.Equal(got, want) {
+		t.Fatalf("List across namespaces: items in %v, want %v", got, want)
+	}
+
+	// A removed handler gets nothing more.
+	if err := inf.RemoveEventHandler(lateReg); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.RemoveEventHandler(lateReg); err != nil {
+		t.Fatalf("RemoveEventHandler twice: %v", err)
+	}
+	writeSource(t, a, "2")
+	waitFor(t, "early handler sees the update", func() (bool, error) { return early.has("update " + a + "/src"), nil })
+	if late.has("update " + a + "/src") {
+		t.Fatal("a removed handler received an update")
+	}
+
+	// A namespace leaves: no more events from it, reads fail.
+	setLabel(t, a, label, nil)
+	waitFor(t, "namespace "+a+" left", func() (bool, error) { return !slices.Contains(c.Namespaces(), a), nil })
+	seen := len(early.about(a))
+	writeSource(t, a, "3")
+	writeSource(t, b, "3") // a barrier, as in TestFollowsNamespaceLabels
+	waitFor(t, "early handler sees the update in "+b, func() (bool, error) { return early.has("update " + b + "/src"), nil })
+	if evs := early.about(a); len(evs) != seen {
+		t.Fatalf("events from %s after it left: %v", a, evs[seen:])
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: a, Name: "src"}, &cm); !nscache.IsNotSelected(err) {
+		t.Fatalf("Get in the namespace that left: %v", err)
+	}
+
+	// RemoveInformer stops the informer everywhere.
+	if err := c.RemoveInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if !inf.IsStopped() {
+		t.Fatal("informer not stopped after RemoveInformer")
+	}
+	if _, err := inf.AddEventHandler(late.handler()); err == nil {
+		t.Fatal("AddEventHandler on a removed informer succeeded")
+	}
+
+	stop()
+	if startErr != nil {
+		t.Fatalf("Start: %v", startErr)
+	}
+	goleak.VerifyNone(t, leaks...)
 }
