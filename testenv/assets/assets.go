@@ -161,21 +161,23 @@ func Find(opts Options) (string, error) {
 	if len(missing) == 0 {
 		return dir, nil
 	}
-	return "", fmt.Errorf("%w: %s not in %s (KUBEBUILDER_ASSETS=%q): build them once with %q (%s cold on 2 cores, instant afterwards)",
+	return "", fmt.Errorf("%w: %s not in %s (KUBEBUILDER_ASSETS=%q): build them once with %q (%s on 2 cores from empty caches, instant afterwards)",
 		ErrNotFound, strings.Join(missing, ", "), dir, os.Getenv("KUBEBUILDER_ASSETS"), buildCommand(opts.Binaries), coldEstimate(missing))
 }
 
-// coldEstimate is what building bins from empty caches took on a quiet
-// 2-core machine (docs/benchmarks: the harness's cold build times).
+// coldMinutes is roughly what building each binary costs on a quiet 2-core
+// machine with an empty Go build cache (CPU time measured in docs/testenv-cold-builds.md,
+// halved); a binary of the kubernetes module built after another one costs
+// less, since most of its packages are then in the build cache.
+var coldMinutes = map[string]float64{Etcd: 2, KubeAPIServer: 8, KubeControllerManager: 3, KubeScheduler: 0.5, Kwok: 2.5, Kubectl: 1}
+
+// coldEstimate says about how long building bins takes from empty caches.
 func coldEstimate(bins []string) string {
-	switch {
-	case slices.Contains(bins, Kwok) || slices.Contains(bins, KubeScheduler):
-		return "about 10-15 minutes"
-	case slices.Contains(bins, KubeControllerManager):
-		return "about 8-10 minutes"
-	default:
-		return "about 5-7 minutes"
+	var m float64
+	for _, b := range bins {
+		m += coldMinutes[b]
 	}
+	return fmt.Sprintf("about %.0f minutes", max(m, 1))
 }
 
 // Missing returns the binaries among bins that dir does not hold as regular
@@ -280,7 +282,7 @@ func (b *builder) build(ctx context.Context, dir string, bins []string) error {
 		return fmt.Errorf("assets: %w", err)
 	}
 	b.env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GO111MODULE=on")
-	b.logf("building %s (Kubernetes %s, etcd %s, kwok %s) into %s; %s cold on 2 cores", strings.Join(bins, ", "), v.Kubernetes, v.Etcd, v.Kwok, dir, coldEstimate(bins))
+	b.logf("building %s (Kubernetes %s, etcd %s, kwok %s) into %s; %s on 2 cores from empty caches", strings.Join(bins, ", "), v.Kubernetes, v.Etcd, v.Kwok, dir, coldEstimate(bins))
 
 	staging, err := stagingVersion(v.Kubernetes)
 	if err != nil {
