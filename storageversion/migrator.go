@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -51,6 +52,10 @@ func WithRateLimit(qps float32, burst int) Option {
 	return func(m *Migrator) { m.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst) }
 }
 
+// WithConcurrency sets how many rewrites run at once (default 4); the rate
+// limit still bounds them.
+func WithConcurrency(n int) Option { return func(m *Migrator) { m.workers = max(n, 1) } }
+
 // WithLogger sets the logger (default: the one in the Start context).
 func WithLogger(l logr.Logger) Option { return func(m *Migrator) { m.log = &l } }
 
@@ -63,6 +68,7 @@ type Migrator struct {
 	c        client.Client
 	crds     []string
 	pageSize int64
+	workers  int
 	limiter  flowcontrol.RateLimiter
 	log      *logr.Logger
 }
@@ -74,7 +80,7 @@ type Migrator struct {
 // GetAPIReader semantics by fresh Gets). c's scheme must know
 // apiextensions.k8s.io/v1.
 func New(c client.Client, crds []string, opts ...Option) *Migrator {
-	m := &Migrator{c: c, crds: crds, pageSize: 500, limiter: flowcontrol.NewTokenBucketRateLimiter(50, 100)}
+	m := &Migrator{c: c, crds: crds, pageSize: 500, workers: 4, limiter: flowcontrol.NewTokenBucketRateLimiter(50, 100)}
 	for _, o := range opts {
 		o(m)
 	}
@@ -172,14 +178,12 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 		if err != nil {
 			return false, fmt.Errorf("storageversion: list %s: %w", crd.Name, err)
 		}
-		for i := range list.Items {
-			if err := m.rewrite(ctx, &list.Items[i], crd.Spec.Group, served); err != nil {
-				p.Failed = fmt.Sprintf("%s/%s: %v", list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
-				_ = m.record(ctx, crd.Name, p)
-				return false, fmt.Errorf("storageversion: %s: rewrite %s", crd.Name, p.Failed)
-			}
-			p.Migrated++
+		if failed := m.rewritePage(ctx, list.Items, crd.Spec.Group, served); failed != "" {
+			p.Failed = failed
+			_ = m.record(ctx, crd.Name, p)
+			return false, fmt.Errorf("storageversion: %s: rewrite %s", crd.Name, p.Failed)
 		}
+		p.Migrated += int64(len(list.Items))
 		p.Continue = list.GetContinue()
 		if err := m.record(ctx, crd.Name, p); err != nil {
 			return false, err
@@ -195,6 +199,47 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 			return false, nil
 		}
 	}
+}
+
+// rewritePage rewrites items with m.workers workers and returns the first
+// failure as "namespace/name: error" ("" when every rewrite succeeded).
+func (m *Migrator) rewritePage(ctx context.Context, items []unstructured.Unstructured, group string, served []string) string {
+	var (
+		mu     sync.Mutex
+		failed string
+		wg     sync.WaitGroup
+	)
+	next := make(chan *unstructured.Unstructured)
+	for range m.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for obj := range next {
+				if err := m.rewrite(ctx, obj, group, served); err != nil {
+					mu.Lock()
+					if failed == "" {
+						failed = fmt.Sprintf("%s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range items {
+		mu.Lock()
+		stop := failed != ""
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			break
+		}
+		next <- &items[i]
+	}
+	close(next)
+	wg.Wait()
+	if failed == "" && ctx.Err() != nil {
+		failed = "interrupted: " + ctx.Err().Error()
+	}
+	return failed
 }
 
 // rewrite stores obj again, dropping managedFields entries of versions of

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,29 +12,19 @@ import (
 
 // ApplyCRD creates crd, or replaces the spec of the CRD of that name with
 // crd's — how a test installs version N of a CRD, creates objects, then
-// upgrades the CRD to N+1 — and waits until every served version is
-// served (Established, discoverable). The API server validates the change
-// as it would any upgrade (a version still in status.storedVersions cannot
-// be removed: the error is returned). With cleanup true the CRD is deleted
-// when the test ends. It returns the CRD as stored.
-func (e *Env) ApplyCRD(tb testing.TB, crd *apiextensionsv1.CustomResourceDefinition, cleanup bool) (*apiextensionsv1.CustomResourceDefinition, error) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// upgrades the CRD to N+1 in place — and waits (up to a minute) until every
+// served version is served (Established, discoverable). The API server
+// validates the change as it would any upgrade: removing a version still in
+// status.storedVersions is refused, and the error returned. It returns the
+// CRD as stored. Deleting it is the caller's (t.Cleanup).
+func (e *Env) ApplyCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
 	want := crd.DeepCopy()
 	cur := &apiextensionsv1.CustomResourceDefinition{}
 	err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, cur)
 	switch {
 	case apierrors.IsNotFound(err):
-		cur = want
+		cur = want.DeepCopy()
 		err = e.Client.Create(ctx, cur)
-		if err == nil && cleanup {
-			tb.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = e.Client.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: crd.ObjectMeta})
-			})
-		}
 	case err == nil:
 		cur.Spec = want.Spec
 		err = e.Client.Update(ctx, cur)
