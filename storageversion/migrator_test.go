@@ -283,6 +283,8 @@ func TestAnObjectThatCannotBeRewrittenStopsTheMigration(t *testing.T) {
 func applyCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
 	t.Helper()
 	out, err := env.ApplyCRD(context.Background(), crd)
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}})
+	})
 	return out, err
 }
