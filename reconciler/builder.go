@@ -174,6 +174,7 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 // [WithCreateOnly] and [WithRecreateOnChange] set per-field write policies
 // for the kind.
 func (b *Builder[T]) Owns(obj client.Object, opts ...OwnsOption) *Builder[T] {
+	b.afterEnsurer("Owns")
 	o := &owned{obj: obj}
 	for _, opt := range opts {
 		opt.applyToOwns(o)
@@ -231,6 +232,9 @@ func (b *Builder[T]) Phases(m *phase.Builder[T]) *Builder[T] {
 // [ensure.Ensurer] (strategy, adoption, …) on top of what the Owns
 // declarations imply (prune, index, field policies).
 func (b *Builder[T]) Children(desired DesiredFunc[T], opts ...ensure.Option) *Builder[T] {
+	if len(opts) > 0 {
+		b.afterEnsurer("Children options")
+	}
 	b.desired, b.ensureOpts = desired, append(b.ensureOpts, opts...)
 	return b
 }
@@ -331,12 +335,22 @@ func (b *Builder[T]) registerIndexes() error {
 	return nil
 }
 
+// afterEnsurer records an error when what declares the Ensurer's
+// configuration comes after the Ensurer was made: it would be ignored.
+func (b *Builder[T]) afterEnsurer(what string) {
+	if b.ensurer != nil || b.ensurerErr != nil {
+		b.errs = append(b.errs, fmt.Errorf("reconciler %s: %s after Ensurer(): declare it before, or it would not reach the Ensurer", b.name, what))
+	}
+}
+
 // Ensurer returns the [ensure.Ensurer] the reconciler uses — field owner the
 // controller name, prune, owner indexes and field policies as the Owns
 // declarations say, metrics with [Builder.Observability], the Children
 // options — creating it on the first call. Call it after the Owns,
-// Children and Observability declarations, to hand it to phase handlers or a
-// custom [Steps] Sync that write children; [Builder.Build] uses the same one.
+// Children and Observability declarations (an Owns, or Children options,
+// after it make Build fail rather than be ignored), to hand it to phase
+// handlers or a custom [Steps] Sync that write children; [Builder.Build]
+// uses the same one.
 func (b *Builder[T]) Ensurer() (*ensure.Ensurer, error) {
 	if b.ensurer != nil || b.ensurerErr != nil {
 		return b.ensurer, b.ensurerErr

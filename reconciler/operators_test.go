@@ -818,3 +818,20 @@ func TestWatchesAndWithoutWatch(t *testing.T) {
 		return err == nil && cm.Data["value"] == "v", err
 	})
 }
+
+// TestOwnsAfterEnsurerIsRefused: a declaration that would not reach the
+// Ensurer, because it comes after Ensurer() made it, fails Build.
+func TestOwnsAfterEnsurerIsRefused(t *testing.T) {
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := reconciler.ForClient(c, "late", newGadget)
+	if _, err := b.Ensurer(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Owns(&corev1.ConfigMap{}).Build()
+	if err == nil || !strings.Contains(err.Error(), "Owns after Ensurer()") {
+		t.Fatalf("Build = %v, want a refusal of the late Owns", err)
+	}
+}
