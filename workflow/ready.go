@@ -122,7 +122,7 @@ func wrongType(obj client.Object, want string) Readiness {
 	return failed("WrongKind", "readiness check for %s given %T", want, obj)
 }
 
-// DeploymentReady: the Deployment controller has observed the current
+// DeploymentReady is ready when the Deployment controller has observed the current
 // generation, every replica runs the current template (updatedReplicas ==
 // spec.replicas, no old replicas left: status.replicas == updatedReplicas),
 // they are all available, and the Available condition is True — what
@@ -166,7 +166,7 @@ func DeploymentReady(obj client.Object) Readiness {
 	return notReady("Unavailable", "no Available condition yet")
 }
 
-// StatefulSetReady: the StatefulSet controller has observed the current
+// StatefulSetReady is ready when the StatefulSet controller has observed the current
 // generation and all spec.replicas are ready; with a RollingUpdate partition
 // p, the pods with ordinal ≥ p run the update revision (updatedReplicas ≥
 // replicas − p) and the others may stay on the old revision; without one,
@@ -207,7 +207,7 @@ func StatefulSetReady(obj client.Object) Readiness {
 	return ready("Ready", "%d/%d replicas ready", s.Status.ReadyReplicas, want)
 }
 
-// DaemonSetReady: the DaemonSet controller has observed the current
+// DaemonSetReady is ready when the DaemonSet controller has observed the current
 // generation, every node that should run a pod runs the current template
 // (updatedNumberScheduled == desiredNumberScheduled) and every such pod is
 // available.
@@ -228,7 +228,7 @@ func DaemonSetReady(obj client.Object) Readiness {
 	return ready("Ready", "%d/%d pods available", s.NumberAvailable, s.DesiredNumberScheduled)
 }
 
-// JobReady: Complete=True is ready; Failed=True is a terminal failure (a Job
+// JobReady judges a Job: Complete=True is ready; Failed=True is a terminal failure (a Job
 // does not run again after it failed; delete it, or change its declaration
 // with ensure's recreate option, to run it again); anything else is not
 // ready yet.
@@ -251,7 +251,7 @@ func JobReady(obj client.Object) Readiness {
 	return notReady("Running", "%d active, %d succeeded, %d failed", j.Status.Active, j.Status.Succeeded, j.Status.Failed)
 }
 
-// PVCReady: phase Bound is ready; Lost (the bound volume is gone) is a
+// PVCReady judges a PersistentVolumeClaim: phase Bound is ready; Lost (the bound volume is gone) is a
 // terminal failure; Pending is not ready.
 func PVCReady(obj client.Object) Readiness {
 	p, ok := as[corev1.PersistentVolumeClaim](obj)
@@ -267,7 +267,7 @@ func PVCReady(obj client.Object) Readiness {
 	return notReady("Pending", "phase %q", p.Status.Phase)
 }
 
-// ServiceReady: a Service of type LoadBalancer is ready once
+// ServiceReady judges a Service: one of type LoadBalancer is ready once
 // status.loadBalancer.ingress has an address; any other Service is ready as
 // soon as it exists (its endpoints follow the pods it selects, which a
 // dependency on their workload already waits for).
@@ -287,7 +287,7 @@ func ServiceReady(obj client.Object) Readiness {
 	return notReady("LoadBalancerPending", "no load balancer address yet")
 }
 
-// CRDReady: Established=True is ready; NamesAccepted=False (the names clash
+// CRDReady judges a CustomResourceDefinition: Established=True is ready; NamesAccepted=False (the names clash
 // with another CRD's) is a terminal failure; anything else is not ready.
 func CRDReady(obj client.Object) Readiness {
 	c, ok := as[apiextensionsv1.CustomResourceDefinition](obj)
@@ -307,7 +307,7 @@ func CRDReady(obj client.Object) Readiness {
 	return notReady("NotEstablished", "not established yet")
 }
 
-// KStatusCurrent: ready when kstatus (sigs.k8s.io/cli-utils/pkg/kstatus)
+// KStatusCurrent is ready when kstatus (sigs.k8s.io/cli-utils/pkg/kstatus)
 // computes Current — for a custom resource, typically Ready=True at the
 // current observedGeneration, or no conditions at all; for a ConfigMap or
 // Secret, existing. Any other kstatus status (InProgress, Failed,

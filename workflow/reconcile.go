@@ -17,21 +17,21 @@ import (
 type State string
 
 const (
-	// StateReady: every dependency is satisfied, the object was applied and
+	// StateReady means every dependency is satisfied, the object was applied and
 	// not changed by it, and its readiness check holds on the live object.
 	StateReady State = "Ready"
-	// StateNotReady: applied, but not ready yet: it was written in this pass
+	// StateNotReady means applied, but not ready yet: it was written in this pass
 	// (reason [ReasonApplied]), the cache does not show it yet, or its
 	// readiness check says why not.
 	StateNotReady State = "NotReady"
-	// StateWaiting: not applied, because a dependency (WaitingFor) is not
+	// StateWaiting means not applied, because a dependency (WaitingFor) is not
 	// satisfied; an existing object is left as it is.
 	StateWaiting State = "Waiting"
-	// StateFailed: applying failed (Err), the declaration could not be
+	// StateFailed means applying failed (Err), the declaration could not be
 	// built, or the readiness check reports a terminal failure (a Job that
 	// failed). Its dependents wait; other branches go on.
 	StateFailed State = "Failed"
-	// StateInactive: the activation condition is false. The object is
+	// StateInactive means the activation condition is false. The object is
 	// absent, being deleted, or not the owner's to delete (left alone);
 	// Deleting tells whether it still exists.
 	StateInactive State = "Inactive"
@@ -273,12 +273,12 @@ func (w *Workflow) applyNode(ctx context.Context, owner client.Object, n Node, i
 		}
 		built, err := n.Build(ctx, deps)
 		if err == nil && built == nil {
-			err = errors.New("Build returned no object")
+			err = errors.New("build returned no object")
 		}
 		if err == nil {
 			var bid identity
 			if bid, err = w.identify(owner, built); err == nil && bid != id {
-				err = outcome.Terminal("InvalidChild", fmt.Errorf("Build returned %s, not the node's %s", bid, id))
+				err = outcome.Terminal("InvalidChild", fmt.Errorf("build returned %s, not the node's %s", bid, id))
 			}
 		}
 		if err != nil {
