@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -57,8 +58,10 @@ type rig struct {
 	reconciles atomic.Int64 // started
 	finished   atomic.Int64
 
-	mu   sync.Mutex
-	last *workflow.Report
+	mu           sync.Mutex
+	last         *workflow.Report
+	lastTeardown *workflow.TeardownReport
+	teardownErr  error
 }
 
 func newRig(t *testing.T, ns string, nodes func(owner *unstructured.Unstructured) []workflow.Node, opts ...workflow.Option) *rig {
@@ -119,6 +122,9 @@ func (r *rig) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.R
 	if err != nil {
 		return outcome.Result(outcome.Terminal("InvalidWorkflow", err))
 	}
+	if owner.GetDeletionTimestamp() != nil {
+		return r.teardown(ctx, w, owner, patcher)
+	}
 	rep, err := w.Reconcile(ctx, owner)
 	if rep != nil {
 		r.mu.Lock()
@@ -142,15 +148,47 @@ func (r *rig) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.R
 	return outcome.Result(err)
 }
 
+// teardownFinalizer, when a Widget carries it, makes the rig tear the
+// workflow down (as a finalizer step would) before the Widget goes.
+const teardownFinalizer = "test.opkit.dev/teardown"
+
+func (r *rig) teardown(ctx context.Context, w *workflow.Workflow, owner *unstructured.Unstructured, patcher *conditions.StatusPatcher[*unstructured.Unstructured]) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(owner, teardownFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	rep, err := w.Teardown(ctx, owner)
+	r.mu.Lock()
+	r.lastTeardown, r.teardownErr = rep, err
+	r.mu.Unlock()
+	if err == nil && rep.Done {
+		controllerutil.RemoveFinalizer(owner, teardownFinalizer)
+		return reconcile.Result{}, r.c.Update(ctx, owner)
+	}
+	if aerr := conditions.ApplyOutcome(owner, err); aerr != nil {
+		return reconcile.Result{}, aerr
+	}
+	if _, perr := patcher.Patch(ctx, r.c, owner); perr != nil {
+		return reconcile.Result{}, perr
+	}
+	return outcome.Result(err)
+}
+
+func (r *rig) teardownState() (*workflow.TeardownReport, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastTeardown, r.teardownErr
+}
+
 func (r *rig) report() *workflow.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
 }
 
-func newWidget(t *testing.T, ns, name string) *unstructured.Unstructured {
+func newWidget(t *testing.T, ns, name string, finalizers ...string) *unstructured.Unstructured {
 	t.Helper()
 	w := &unstructured.Unstructured{}
+	w.SetFinalizers(finalizers)
 	w.SetGroupVersionKind(widgetGVK)
 	w.SetNamespace(ns)
 	w.SetName(name)

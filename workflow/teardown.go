@@ -81,7 +81,9 @@ type TeardownReport struct {
 // has been deleting for longer than [WithStuckAfter], naming the first
 // blocking child, how long it has been deleting and its finalizers (watching
 // the children's kinds reconciles the owner as soon as one goes). Reads come
-// from the client's cache; each object costs one delete request, once.
+// from the client's cache; each object costs one delete request (again only
+// when Teardown runs before the cache has seen the deletion: the repeat
+// finds the object deleting or gone and changes nothing).
 func (w *Workflow) Teardown(ctx context.Context, owner client.Object) (*TeardownReport, error) {
 	if owner == nil || owner.GetUID() == "" {
 		return nil, fmt.Errorf("workflow: owner without a UID (read it from the API first)")

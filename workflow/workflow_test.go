@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/conditions"
-	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/workflow"
 )
@@ -272,23 +271,23 @@ func TestFailingBranch(t *testing.T) {
 	}
 }
 
-// TestTeardownReverseOrder: children go in reverse dependency order, each
-// only once its dependents are gone; a child held by a finalizer blocks its
-// dependencies and is reported, stuck after the deadline.
+// TestTeardownReverseOrder: on the owner's deletion, a finalizer step tears
+// the children down in reverse dependency order, each only once its
+// dependents are gone; a child held by a finalizer blocks its dependencies,
+// and the owner's conditions name it, stuck after the deadline.
 func TestTeardownReverseOrder(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testCtx(t)
 	const hold = "test.opkit.dev/hold"
-	nodes := func(*unstructured.Unstructured) []workflow.Node {
+	r := newRig(t, ns, func(*unstructured.Unstructured) []workflow.Node {
 		return []workflow.Node{
 			{Name: "base", Object: configMap("base")},
 			{Name: "mid", Object: configMap("mid"), DependsOn: []string{"base"}},
 			{Name: "top", Object: configMap("top"), DependsOn: []string{"mid"}},
 			{Name: "side", Object: configMap("side"), DependsOn: []string{"base"}},
 		}
-	}
-	r := newRig(t, ns, nodes)
-	w := newWidget(t, ns, "w")
+	}, workflow.WithStuckAfter(3*time.Second), workflow.WithRecheck(time.Second))
+	w := newWidget(t, ns, "w", teardownFinalizer)
 	key := client.ObjectKeyFromObject(w)
 	testenv.WaitFor(t, time.Minute, "Widget Ready", func() (bool, error) {
 		return conditions.IsTrue(getWidget(t, key), conditions.Ready), nil
@@ -311,46 +310,29 @@ func TestTeardownReverseOrder(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	owner := getWidget(t, key)
-	now := time.Now()
-	wf, err := workflow.New(r.c, nil, nodes(owner), workflow.WithStuckAfter(time.Minute),
-		workflow.WithNow(func() time.Time { return now }))
-	if err != nil {
+	if err := env.Client.Delete(ctx, getWidget(t, key)); err != nil {
 		t.Fatal(err)
 	}
-	teardown := func() (*workflow.TeardownReport, error) {
-		t.Helper()
-		rep, err := wf.Teardown(ctx, owner)
-		if rep == nil {
-			t.Fatal(err)
-		}
-		return rep, err
-	}
-	// Until top is gone, only top and side may be deleted; base and mid wait.
-	var rep *workflow.TeardownReport
-	testenv.WaitFor(t, time.Minute, "teardown blocked on the held child", func() (bool, error) {
-		rep, err = teardown()
-		return len(rep.Blocking) == 1 && rep.Blocking[0].Name == "top" && !rep.Blocking[0].DeletingSince.IsZero(), nil
+	// The held child is reported, stuck once past 3s; base and mid wait.
+	testenv.WaitFor(t, time.Minute, "Widget reports the stuck child", func() (bool, error) {
+		c := conditions.Get(getWidget(t, key), conditions.Reconciling)
+		return c != nil && c.Reason == workflow.ReasonTeardownStuck, nil
 	})
-	if c := outcome.Classify(err); c.Class != outcome.ClassDependencyNotReady || c.Reason != workflow.ReasonTeardownWaiting ||
-		!strings.Contains(c.Message, `child "top"`) || !strings.Contains(c.Message, hold) {
-		t.Fatalf("blocked teardown error: %v", c)
+	c := conditions.Get(getWidget(t, key), conditions.Reconciling)
+	if !strings.Contains(c.Message, `child "top"`) || !strings.Contains(c.Message, hold) || !strings.Contains(c.Message, `then "mid", "base"`) {
+		t.Fatalf("condition message %q does not name the held child, its finalizer and what waits", c.Message)
 	}
-	if strings.Join(rep.Pending, ",") != "mid,base" {
-		t.Fatalf("pending %v, want mid,base", rep.Pending)
+	rep, _ := r.teardownState()
+	if len(rep.Blocking) != 1 || rep.Blocking[0].Name != "top" || !rep.Blocking[0].Stuck || strings.Join(rep.Pending, ",") != "mid,base" {
+		t.Fatalf("teardown report: blocking %+v, pending %v", rep.Blocking, rep.Pending)
 	}
 	for _, n := range []string{"base", "mid"} {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &corev1.ConfigMap{}); err != nil {
 			t.Fatalf("%s deleted while a dependent exists: %v", n, err)
 		}
 	}
-	// Past the deadline the held child is reported stuck.
-	now = now.Add(2 * time.Minute)
-	rep, err = teardown()
-	if c := outcome.Classify(err); c.Reason != workflow.ReasonTeardownStuck || !rep.Blocking[0].Stuck {
-		t.Fatalf("stuck child not reported: %v %+v", c, rep.Blocking)
-	}
-	// Release it; the teardown finishes.
+	t.Logf("stuck report: %s", c.Message)
+	// Release it; the teardown finishes and the Widget goes.
 	top = &corev1.ConfigMap{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "top"}, top); err != nil {
 		t.Fatal(err)
@@ -359,13 +341,10 @@ func TestTeardownReverseOrder(t *testing.T) {
 	if err := env.Client.Update(ctx, top); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, time.Minute, "teardown done", func() (bool, error) {
-		rep, err = teardown()
-		return rep.Done, nil
+	testenv.WaitFor(t, time.Minute, "Widget gone", func() (bool, error) {
+		err := env.Client.Get(ctx, key, getWidgetShell())
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	testenv.WaitFor(t, 30*time.Second, "four deletions watched", func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -380,4 +359,10 @@ func TestTeardownReverseOrder(t *testing.T) {
 		t.Fatalf("deletion order %v violates the dependencies", deleted)
 	}
 	t.Logf("deletion order (watch): %v", deleted)
+}
+
+func getWidgetShell() *unstructured.Unstructured {
+	w := &unstructured.Unstructured{}
+	w.SetGroupVersionKind(widgetGVK)
+	return w
 }
