@@ -90,6 +90,24 @@ func SetConditions(obj client.Object, rep *Report, opts ...ConditionOption) erro
 	return nil
 }
 
+// SetTeardownCondition writes the error of an unfinished [Workflow.Teardown]
+// into obj's summary condition (type [ConditionChildrenReady] unless
+// [WithSummaryCondition] says otherwise; [WithNodeConditions] is ignored):
+// False with the error's outcome reason ([ReasonTeardownWaiting] or
+// [ReasonTeardownStuck]) and message, which names the blocking child. A nil
+// err (teardown done) writes nothing: the object is about to go.
+func SetTeardownCondition(obj client.Object, err error, opts ...ConditionOption) error {
+	if err == nil {
+		return nil
+	}
+	o := conditionOptions{summary: ConditionChildrenReady}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c := outcome.Classify(err)
+	return conditions.Set(obj, metav1.Condition{Type: o.summary, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message})
+}
+
 func countReady(rep *Report) int {
 	n := 0
 	for _, r := range rep.Nodes {

@@ -106,6 +106,13 @@ func newRig(t *testing.T, ns string, nodes func(owner *unstructured.Unstructured
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		if rep := r.report(); t.Failed() && rep != nil {
+			for _, n := range rep.Nodes {
+				t.Logf("last report: %s %s %s: %s", n.Name, n.State, n.Reason, n.Message)
+			}
+		}
+	})
 	return r
 }
 
