@@ -67,7 +67,13 @@ func (r *Reconciler[T]) workflowOf(ctx context.Context, obj T, cs *ensure.Change
 	apply := workflow.ApplierFunc(func(ctx context.Context, owner, child client.Object, keep []client.Object) (bool, error) {
 		changes, err := r.ensurer.EnsureKeeping(ctx, owner, keep, child)
 		*cs = append(*cs, changes...)
-		return changes.Changed(), err
+		// Deleted is a prune of a child that is no node: the node itself
+		// is unchanged by it.
+		changed := false
+		for _, ch := range changes {
+			changed = changed || (ch.Action != ensure.Unchanged && ch.Action != ensure.Deleted)
+		}
+		return changed, err
 	})
 	opts := append([]workflow.Option{workflow.WithOwnership(ownedByOwner)}, r.wfOpts...)
 	wf, err := workflow.New(r.client, apply, nodes, opts...)
