@@ -98,6 +98,7 @@ func (r NodeResult) satisfied() bool {
 // Report is the outcome of one [Workflow.Reconcile], one entry per node in
 // evaluation order ([Workflow.Nodes]).
 type Report struct {
+	// Nodes holds one result per node, in evaluation order.
 	Nodes []NodeResult
 	err   error
 }
