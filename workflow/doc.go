@@ -18,7 +18,8 @@
 //     that depend on it, directly or transitively.
 //   - Activation. An inactive node is not applied, and its object, when it
 //     exists and is controlled by the owner, is deleted (UID precondition).
-//     An object that is not the owner's is never deleted.
+//     An object that is not the owner's is never deleted. An inactive node of
+//     a kind the API server does not serve (an optional CRD) is just absent.
 //   - Zero requests in steady state. Live objects are read from the client's
 //     cache; a pass over a converged graph sends no request beyond what the
 //     Applier sends (none, with opkit's ensure).
@@ -62,7 +63,9 @@
 // The model is JOSDK's dependent-resource workflows; point by point:
 //
 //   - dependsOn: the same. A node is reconciled after its dependencies are
-//     reconciled and ready; independent nodes do not wait for each other.
+//     reconciled and ready; independent nodes do not wait for each other, and
+//     an error or a node that is not ready stops only what depends on it
+//     (JOSDK's "as complete as possible execution").
 //     JOSDK runs them on an executor in parallel; here one pass walks the
 //     graph in topological order, because applying is a cache comparison and
 //     rarely a request, and a reconcile that is not concurrent with itself is
@@ -72,19 +75,28 @@
 //     a terminal failure (a failed Job), which fails the node instead of
 //     waiting forever, and a node written in the current pass is never
 //     judged on its stale cached status.
-//   - reconcilePrecondition and activationCondition: folded into one,
-//     [Node.Active]. JOSDK's precondition deletes the resource when false and
-//     its activation condition also decides whether an informer is
-//     registered; in controller-runtime the watches are the controller's and
-//     the cache's, declared once, so only "should this child exist" remains.
-//     Differs: an inactive node that is gone lets its dependents proceed
-//     (an optional child never blocks the rest), and only objects the owner
-//     controls are deleted.
+//   - reconcilePrecondition: [Node.Active] plays its part for the node
+//     itself: false means the child must not exist, so it is not applied and
+//     is deleted. Differs: JOSDK also deletes, recursively, every dependent of
+//     such a node; here dependents proceed once the inactive child is gone (an
+//     optional child switched off does not take down the Deployment that could
+//     use it). A dependent that must go too says so with its own condition,
+//     visible in its declaration. Only objects the owner controls are deleted.
+//   - activationCondition: JOSDK's neither reconciles nor deletes the
+//     resource, deletes its dependents, and registers or removes the
+//     resource's informer at run time (for kinds that may be absent from the
+//     cluster). Here watches are the controller's, declared once, so there is
+//     no informer to switch; what remains is the absent kind: an inactive
+//     node whose kind the API server does not serve is simply inactive
+//     (an active one is an error). A separate "leave it alone" mode is not
+//     offered: a child that exists but is neither wanted nor removed is drift.
 //   - deletePostcondition: [Workflow.Teardown] has it built in: "gone from
 //     the cache" is the postcondition for every node, so a child is deleted
 //     only after its dependents have really disappeared, finalizers included.
-//     JOSDK deletes in reverse order too but, without a deletePostcondition,
-//     proceeds as soon as the delete call returns.
+//     JOSDK deletes in reverse order too but proceeds as soon as the delete
+//     call returns unless each dependent opts into a deletePostcondition
+//     (KubernetesResourceDeletedCondition). A per-node custom delete
+//     postcondition is not offered.
 //   - Errors: JOSDK collects exceptions per dependent and throws an aggregate
 //     after the workflow; here the report is per node and the summary is one
 //     error in opkit's taxonomy, so requeue and conditions follow from it

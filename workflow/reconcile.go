@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,6 +123,9 @@ func (r *Report) Err() error { return r.err }
 
 // Reconcile makes one pass over the graph for owner, in evaluation order:
 //
+//   - Activation conditions are evaluated once per pass. An inactive node
+//     of a kind the API server does not serve (an optional CRD not
+//     installed) is inactive and absent; an active one is an error.
 //   - An inactive node's object, if it exists, is controlled by the owner
 //     (see [WithOwnership]) and is not already being deleted, is deleted (UID
 //     precondition, background propagation). An inactive node satisfies its
@@ -166,10 +170,15 @@ func (w *Workflow) Reconcile(ctx context.Context, owner client.Object) (*Report,
 		return nil, errors.New("workflow: owner without a UID (read it from the API first)")
 	}
 	ids := make([]identity, len(w.nodes))
-	keep := make([]client.Object, len(w.nodes))
+	keep := make([]client.Object, len(w.nodes)) // nil: kind not served
+	active := make([]bool, len(w.nodes))
 	for i, n := range w.nodes {
+		active[i] = n.Active == nil || n.Active()
 		id, err := w.identify(owner, n.Object)
 		if err != nil {
+			if !active[i] && meta.IsNoMatchError(err) {
+				continue // an optional child of a kind not installed: nothing to do
+			}
 			return nil, fmt.Errorf("workflow node %q: %w", n.Name, err)
 		}
 		ids[i] = id
@@ -177,13 +186,20 @@ func (w *Workflow) Reconcile(ctx context.Context, owner client.Object) (*Report,
 	}
 	rep := &Report{Nodes: make([]NodeResult, len(w.nodes))}
 	for i, n := range w.nodes {
+		res := NodeResult{Name: n.Name}
+		if keep[i] == nil {
+			res.State, res.Reason = StateInactive, ReasonInactive
+			res.Message = "not active; its kind is not served by the API server"
+			rep.Nodes[i] = res
+			continue
+		}
 		live, err := w.read(ctx, n, ids[i])
 		if err != nil {
 			return nil, err
 		}
-		res := NodeResult{Name: n.Name, Object: live}
+		res.Object = live
 		switch {
-		case n.Active != nil && !n.Active():
+		case !active[i]:
 			w.deactivate(ctx, owner, ids[i], &res)
 		default:
 			if dep := w.unsatisfied(rep, i); dep != "" {
@@ -192,8 +208,11 @@ func (w *Workflow) Reconcile(ctx context.Context, owner client.Object) (*Report,
 				break
 			}
 			others := make([]client.Object, 0, len(keep)-1)
-			others = append(others, keep[:i]...)
-			others = append(others, keep[i+1:]...)
+			for j, k := range keep {
+				if j != i && k != nil {
+					others = append(others, k)
+				}
+			}
 			w.applyNode(ctx, owner, n, ids[i], others, rep, &res)
 		}
 		rep.Nodes[i] = res

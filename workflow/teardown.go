@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/outcome"
@@ -74,7 +75,8 @@ type TeardownReport struct {
 // Secret is gone, with its finalizers run, before the Secret is deleted.
 // Independent branches are torn down side by side. Activation conditions
 // are ignored: every node's object is torn down. An object that is not the
-// owner's ([WithOwnership]) is left alone and counts as gone.
+// owner's ([WithOwnership]) is left alone and counts as gone, as does a node
+// whose kind the API server does not serve.
 //
 // Call it again until it returns nil: the error is outcome.DependencyNotReady
 // with reason [ReasonTeardownWaiting], or [ReasonTeardownStuck] when a child
@@ -94,6 +96,9 @@ func (w *Workflow) Teardown(ctx context.Context, owner client.Object) (*Teardown
 	rep := &TeardownReport{}
 	for i, node := range w.nodes {
 		id, err := w.identify(owner, node.Object)
+		if meta.IsNoMatchError(err) {
+			continue // a kind not served: no object of it can exist
+		}
 		if err != nil {
 			return nil, fmt.Errorf("workflow node %q: %w", node.Name, err)
 		}

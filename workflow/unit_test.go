@@ -369,3 +369,38 @@ func TestDefaultReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestInactiveNodeOfUnservedKind: an optional child whose kind is not
+// installed is inactive and absent; an active one is an error.
+func TestInactiveNodeOfUnservedKind(t *testing.T) {
+	ctx := context.Background()
+	owner := fakeOwner()
+	c := newFake(owner)
+	route := &unstructured.Unstructured{}
+	route.SetAPIVersion("route.example.com/v1")
+	route.SetKind("Route")
+	route.SetName("r")
+	for _, active := range []bool{false, true} {
+		w, err := workflow.New(c, &createApplier{c: c}, []workflow.Node{
+			{Name: "cfg", Object: cm("cfg")},
+			{Name: "route", Object: route, DependsOn: []string{"cfg"}, Active: func() bool { return active }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := w.Reconcile(ctx, owner)
+		if active {
+			if err == nil || rep != nil {
+				t.Fatalf("active node of an unserved kind: %v", err)
+			}
+			continue
+		}
+		if r := rep.Node("route"); err == nil || r.State != workflow.StateInactive || r.Deleting {
+			t.Fatalf("inactive node of an unserved kind: %+v (%v)", r, err)
+		}
+		// Teardown skips the unserved kind and deletes cfg.
+		if tr, err := w.Teardown(ctx, owner); tr == nil || strings.Join(tr.Deleted, ",") != "cfg" {
+			t.Fatalf("teardown with an unserved kind: %+v (%v)", tr, err)
+		}
+	}
+}
