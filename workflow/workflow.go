@@ -40,8 +40,9 @@ type Node struct {
 	// Ready decides whether the live object is ready. Nil means [Default].
 	Ready ReadyFunc
 	// Active, when set and false, makes the node inactive: it is not
-	// applied, and an existing object controlled by the owner is deleted.
-	// Nil means always active.
+	// applied, and an existing object controlled by the owner is deleted;
+	// once gone, it satisfies its dependents. It is called once per
+	// [Workflow.Reconcile]. Nil means always active.
 	Active func() bool
 }
 
