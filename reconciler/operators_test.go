@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -773,4 +774,47 @@ func TestTwoControllersShareOneObject(t *testing.T) {
 		}
 	}
 	t.Logf("reconciles: main %d, backup %d for 3 objects × 9 generations", m, b)
+}
+
+// TestWatchesAndWithoutWatch (points 3 and 4): a child kind declared
+// WithoutWatch does not reconcile its owner when it changes (drift waits
+// for the owner's next event), while Watches with any handler does — here
+// a Secret mapped to a fixed Gadget.
+func TestWatchesAndWithoutWatch(t *testing.T) {
+	ns := env.Namespace(t)
+	var calls atomic.Int32
+	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+		return reconciler.For(mgr, "gadget-watches", newGadget).
+			Owns(&corev1.ConfigMap{}, reconciler.WithoutWatch()).
+			Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, s client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.GetNamespace(), Name: "w"}}}
+			})).
+			Children(desiredConfigMap(&calls)).
+			Status(markReady).
+			Observability(obs).
+			Complete()
+	})
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}, Spec: GadgetSpec{Value: "v"}})
+	waitReady(t, g)
+	time.Sleep(500 * time.Millisecond)
+	before := calls.Load()
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "w-data"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "drifted"
+	if err := env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if calls.Load() != before {
+		t.Fatalf("a change to a WithoutWatch child reconciled the owner %d times", calls.Load()-before)
+	}
+	if err := env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "poke"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the Secret watch reconciles the Gadget, which corrects the child", func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "w-data"}, cm)
+		return err == nil && cm.Data["value"] == "v", err
+	})
 }

@@ -6,8 +6,14 @@
 //
 // Binaries come from KUBEBUILDER_ASSETS or from the cache that
 // [github.com/opkit/opkit/testenv/assets] builds offline from the Go module proxy.
-// When neither has them, [New] fails with the exact command that builds them
-// (or builds them itself when OPKIT_ASSETS_BUILD=1); it never skips a test.
+// An environment needs only its mode's binaries: etcd and kube-apiserver by
+// default, kube-controller-manager too with [WithGarbageCollector], and
+// kube-scheduler and kwok with [WithWorkloads]; kubectl only when a test calls
+// [Env.Kubectl] or [Env.KubectlPath]. When they are missing, [New] fails with
+// the exact command that builds them (or builds just those itself when
+// OPKIT_ASSETS_BUILD=1 or [WithBuildIfMissing]); it never skips a test. So a
+// consumer whose tests use the plain mode never compiles the controller-manager,
+// the scheduler, kwok or kubectl.
 //
 // The usual shape is one control plane per test package and a fresh namespace
 // per test:

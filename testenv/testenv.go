@@ -38,7 +38,10 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// KubeconfigPath is a kubeconfig file for Config that kubectl accepts.
 	KubeconfigPath string
-	// AssetsDir holds the control-plane binaries in use (kubectl among them).
+	// AssetsDir holds the control-plane binaries in use: those of the
+	// environment's mode (see [assets.Plain], [assets.GarbageCollector],
+	// [assets.Workloads]). kubectl may be absent until [Env.KubectlPath]
+	// finds or builds it.
 	AssetsDir string
 	// Envtest is the underlying controller-runtime environment, for what this
 	// package does not wrap (e.g. AddUser for an RBAC-limited identity).
@@ -47,6 +50,10 @@ type Env struct {
 	opts  options
 	dir   string
 	procs []*process
+
+	kubectlOnce sync.Once
+	kubectl     string
+	kubectlErr  error
 
 	mu     sync.Mutex
 	paused map[Component]int // SIGSTOPped components and their PIDs
@@ -125,15 +132,21 @@ func WithWebhooks(w envtest.WebhookInstallOptions) Option {
 	return func(o *options) { o.webhooks = &w }
 }
 
-// WithBuildIfMissing builds missing control-plane binaries (10-15 minutes
-// cold) instead of failing. OPKIT_ASSETS_BUILD=1 has the same effect.
+// WithBuildIfMissing builds the missing control-plane binaries the
+// environment's mode needs (and kubectl, when [Env.KubectlPath] needs it)
+// instead of failing: a few minutes cold for the plain mode, 10-15 for
+// workloads. OPKIT_ASSETS_BUILD=1 has the same effect.
 func WithBuildIfMissing() Option { return func(o *options) { o.buildIfMissing = true } }
 
 // FakeNodeName is the node kwok manages in workloads mode.
 const FakeNodeName = "kwok-node-0"
 
-// New starts a control plane. Callers must call [Env.Stop]. It fails, and never
-// skips, when binaries are missing; the error names the command that builds them.
+// New starts a control plane. Callers must call [Env.Stop]. It needs only
+// its mode's binaries: [assets.Plain] (etcd, kube-apiserver), with
+// [WithGarbageCollector] [assets.GarbageCollector], with [WithWorkloads]
+// [assets.Workloads]; kubectl is not needed until [Env.KubectlPath]. It
+// fails, and never skips, when they are missing (unless [WithBuildIfMissing]);
+// the error names the command that builds exactly them.
 func New(opts ...Option) (*Env, error) {
 	o := options{startTimeout: 90 * time.Second}
 	for _, opt := range opts {
@@ -142,7 +155,7 @@ func New(opts ...Option) (*Env, error) {
 	if os.Getenv("OPKIT_ASSETS_BUILD") == "1" {
 		o.buildIfMissing = true
 	}
-	dir, err := findAssets(o.buildIfMissing)
+	dir, err := findAssets(o.buildIfMissing, o.binaries())
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +171,20 @@ func New(opts ...Option) (*Env, error) {
 	return e, nil
 }
 
-func findAssets(build bool) (string, error) {
-	dir, err := assets.Find(assets.Options{})
+// binaries are the ones the environment's mode runs.
+func (o options) binaries() []string {
+	switch {
+	case o.workloads:
+		return assets.Workloads
+	case o.gc:
+		return assets.GarbageCollector
+	default:
+		return assets.Plain
+	}
+}
+
+func findAssets(build bool, bins []string) (string, error) {
+	dir, err := assets.Find(assets.Options{Binaries: bins})
 	if err == nil {
 		return dir, nil
 	}
@@ -168,7 +193,7 @@ func findAssets(build bool) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	dir, err = assets.Ensure(ctx, assets.Options{Progress: os.Stderr})
+	dir, err = assets.Ensure(ctx, assets.Options{Progress: os.Stderr, Binaries: bins})
 	if err != nil {
 		return "", fmt.Errorf("testenv: %w", err)
 	}
@@ -334,14 +359,44 @@ func (e *Env) Namespace(tb testing.TB) string {
 	return ns.Name
 }
 
-// Kubectl runs the kubectl binary from AssetsDir against this control plane
-// and returns its combined output.
+// KubectlPath returns the path of a kubectl binary of the harness's
+// Kubernetes release: AssetsDir's when it has one, else the one in
+// [assets.Find]'s cache. When neither has one it builds it into the cache
+// (a minute or two once the control plane's binaries were built with a warm
+// Go build cache) if the environment was started with [WithBuildIfMissing]
+// or OPKIT_ASSETS_BUILD=1, and otherwise fails with the command that builds
+// it. The result, error included, is remembered for the environment's life.
+func (e *Env) KubectlPath(ctx context.Context) (string, error) {
+	e.kubectlOnce.Do(func() {
+		if len(assets.Missing(e.AssetsDir, []string{assets.Kubectl})) == 0 {
+			e.kubectl = filepath.Join(e.AssetsDir, assets.Kubectl)
+			return
+		}
+		opts := assets.Options{Binaries: []string{assets.Kubectl}, Progress: os.Stderr}
+		dir, err := assets.Find(opts)
+		if err != nil && errors.Is(err, assets.ErrNotFound) && e.opts.buildIfMissing {
+			dir, err = assets.Ensure(ctx, opts)
+		}
+		if err != nil {
+			e.kubectlErr = fmt.Errorf("testenv: kubectl: %w", err)
+			return
+		}
+		e.kubectl = filepath.Join(dir, assets.Kubectl)
+	})
+	return e.kubectl, e.kubectlErr
+}
+
+// Kubectl runs kubectl ([Env.KubectlPath]) against this control plane and
+// returns its combined output.
 func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := commandContext(ctx, filepath.Join(e.AssetsDir, assets.Kubectl), append([]string{"--kubeconfig", e.KubeconfigPath}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	kubectl, err := e.KubectlPath(ctx)
 	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	cmd := commandContext(ctx, kubectl, append([]string{"--kubeconfig", e.KubeconfigPath}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out.String())
 	}
 	return out.String(), nil

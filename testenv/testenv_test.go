@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/testenv"
+	"github.com/opkit/opkit/testenv/assets"
 )
 
 var env *testenv.Env
@@ -251,4 +253,42 @@ func TestFakeNodeHeartbeats(t *testing.T) {
 		err := env.Client.Get(c, key, &lease)
 		return err == nil && lease.Spec.RenewTime.After(first), err
 	})
+}
+
+// A plain environment needs only etcd and kube-apiserver: it starts from a
+// directory holding just those two, and asks for kubectl, the controller
+// manager and the rest only when they are used, naming the command that
+// builds exactly what is missing.
+func TestPlainModeNeedsOnlyEtcdAndAPIServer(t *testing.T) {
+	plain := t.TempDir()
+	for _, b := range assets.Plain {
+		if err := os.Symlink(filepath.Join(env.AssetsDir, b), filepath.Join(plain, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KUBEBUILDER_ASSETS", plain)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // an empty cache
+	t.Setenv("OPKIT_ASSETS_BUILD", "")
+
+	e, err := testenv.New()
+	if err != nil {
+		t.Fatalf("plain mode from etcd and kube-apiserver alone: %v", err)
+	}
+	defer func() { _ = e.Stop() }()
+	if e.AssetsDir != plain {
+		t.Errorf("AssetsDir = %s, want %s", e.AssetsDir, plain)
+	}
+	_, err = e.Kubectl(ctx(t), "version")
+	if err == nil || !strings.Contains(err.Error(), assets.BuildCommand+" -binaries kubectl") {
+		t.Errorf("kubectl without a kubectl binary: want the command that builds only kubectl, got %v", err)
+	}
+
+	g, err := testenv.New(testenv.WithGarbageCollector())
+	if err == nil {
+		_ = g.Stop()
+		t.Fatal("the garbage-collector mode started without kube-controller-manager")
+	}
+	if !strings.Contains(err.Error(), assets.BuildCommand+" -binaries etcd,kube-apiserver,kube-controller-manager") {
+		t.Errorf("want the command that builds the gc mode's binaries, got %v", err)
+	}
 }

@@ -42,22 +42,14 @@ const (
 
 func runCreateAPI(ctx context.Context, args []string, dir string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("opkit create api", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	group := fl.String("group", "", "API group without the domain (required), e.g. webapp")
 	version := fl.String("version", "", "API version (required), e.g. v1 or v1alpha1")
 	kind := fl.String("kind", "", "kind of the custom resource, PascalCase (required), e.g. Guestbook")
 	pl := fl.String("plural", "", "resource name in URLs and the CRD's name (default: the kind's English plural, lower case)")
 	mk := fl.Bool("make", true, "run \"go mod tidy\" and \"make generate manifests\" afterwards (deepcopy functions, CRD, RBAC)")
 	force := fl.Bool("force", false, "overwrite the kind's files when they exist")
-	fl.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: opkit create api --group GROUP --version VERSION --kind KIND [flags]\n\nAdds a custom resource, its controller (composed with opkit's reconciler builder), a sample and tests to the project in the current directory.\n\nFlags:")
-		fl.PrintDefaults()
-	}
-	if err := fl.Parse(args); err != nil {
+	if err := parseFlags(fl, args, stderr, "Usage: opkit create api --group GROUP --version VERSION --kind KIND [flags]\n\nAdds a custom resource, its controller (composed with opkit's reconciler builder), a sample and tests to the project in the current directory.\n\nFlags:"); err != nil {
 		return err
-	}
-	if fl.NArg() > 0 {
-		return fmt.Errorf("create api: unexpected arguments %q", fl.Args())
 	}
 	if *group == "" || *version == "" || *kind == "" {
 		return errors.New("create api: --group, --version and --kind are required")

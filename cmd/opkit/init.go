@@ -58,7 +58,6 @@ var initFiles = []file{
 
 func runInit(ctx context.Context, args []string, dir string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("opkit init", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	domain := fl.String("domain", "my.domain", "domain of the project's API groups (a group \"webapp\" becomes webapp.<domain>)")
 	repo := fl.String("repo", "", "Go module path of the project (required), e.g. example.com/guestbook")
 	name := fl.String("project-name", "", "name of the project, prefixing its objects in the cluster (default: the directory's name)")
@@ -66,15 +65,8 @@ func runInit(ctx context.Context, args []string, dir string, stdout, stderr io.W
 	version := fl.String("opkit-version", "", "version of github.com/opkit/opkit to require (default: the version this command was built from)")
 	fetch := fl.Bool("fetch-deps", true, "run \"go mod tidy\" afterwards, which downloads the dependencies and writes go.sum")
 	force := fl.Bool("force", false, "overwrite files the project would have that exist already (README.md, .gitignore, …)")
-	fl.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: opkit init --domain DOMAIN --repo MODULE [flags]\n\nWrites a new operator project, in kubebuilder's layout, into the current directory.\n\nFlags:")
-		fl.PrintDefaults()
-	}
-	if err := fl.Parse(args); err != nil {
+	if err := parseFlags(fl, args, stderr, "Usage: opkit init --domain DOMAIN --repo MODULE [flags]\n\nWrites a new operator project, in kubebuilder's layout, into the current directory.\n\nFlags:"); err != nil {
 		return err
-	}
-	if fl.NArg() > 0 {
-		return fmt.Errorf("init: unexpected arguments %q", fl.Args())
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -58,4 +59,21 @@ func run(ctx context.Context, args []string, dir string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 		return flag.ErrHelp
 	}
+}
+
+// parseFlags parses args with fl, printing usage (then fl's defaults) to
+// stderr on a parse error or -h, and refuses positional arguments.
+func parseFlags(fl *flag.FlagSet, args []string, stderr io.Writer, usage string) error {
+	fl.SetOutput(stderr)
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q", strings.TrimPrefix(fl.Name(), "opkit "), fl.Args())
+	}
+	return nil
 }

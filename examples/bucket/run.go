@@ -30,7 +30,6 @@ import (
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
-	"github.com/opkit/opkit/testenv/assets"
 )
 
 const (
@@ -120,7 +119,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	embedded := cfg == nil
-	o.SetLogger(embedded)
+	closeLog, err := o.SetLogger(narrator, embedded)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -199,10 +202,15 @@ func run(ctx context.Context, o options) error {
 	if err := d.apply(ctx); err != nil {
 		return err
 	}
-	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
-	say("watch it:  %s --kubeconfig %s get buckets,secrets -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
-	say("events:    %s --kubeconfig %s events -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
+	kubectl, err := narrator.Kubectl(ctx, env)
+	if err != nil {
+		return err
+	}
+	if err := narrator.SayEndpoints(ctx, env, &o.Flags, DemoNamespace, kubectl); err != nil {
+		return err
+	}
+	say("watch it:  %s get buckets,secrets -n %s", kubectl, DemoNamespace)
+	say("events:    %s events -n %s", kubectl, DemoNamespace)
 
 	if err := d.steps(ctx, o.resync); err != nil {
 		return err

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
-	"github.com/opkit/opkit/testenv/assets"
 )
 
 // DemoNamespace is where the embedded demo applies the sample Databases.
@@ -44,7 +42,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	embedded := cfg == nil
-	o.SetLogger(embedded)
+	closeLog, err := o.SetLogger(narrator, embedded)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -118,10 +120,15 @@ func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
-	say("watch it:  %s --kubeconfig %s get databases,statefulsets,pods,jobs -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
-	say("or:        %s --kubeconfig %s wait --for=condition=Ready databases --all -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
+	kubectl, err := narrator.Kubectl(ctx, env)
+	if err != nil {
+		return err
+	}
+	if err := narrator.SayEndpoints(ctx, env, &o.Flags, DemoNamespace, kubectl); err != nil {
+		return err
+	}
+	say("watch it:  %s get databases,statefulsets,pods,jobs -n %s", kubectl, DemoNamespace)
+	say("or:        %s wait --for=condition=Ready databases --all -n %s", kubectl, DemoNamespace)
 
 	if err := d.until(ctx, "every sample Database is Ready", func(dbs []dbv1.Database) bool {
 		return len(dbs) == len(names) && allReady(dbs)

@@ -335,7 +335,7 @@ func checkChildren(ctx context.Context, t *testing.T, ns string, s fleet.Snapsho
 // WebApp at once.
 func TestDemoRunsBounded(t *testing.T) {
 	o := defaultOptions()
-	o.exitWhenReady, o.quiet, o.timeout = true, true, 3*time.Minute
+	o.exitWhenReady, o.timeout = true, 3*time.Minute
 	err := run(e2etest.Context(t, 4*time.Minute), o)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)

@@ -23,6 +23,8 @@ import (
 	"flag"
 	"time"
 
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 )
 
@@ -37,7 +39,9 @@ func main() {
 	flag.StringVar(&o.kill, "kill", o.kill, `which replica to kill once all WebApps are Ready: a member name (replica-1), "leader" (the one running the assigner), "auto" (a non-leader owning the most WebApps) or "none"`)
 	flag.BoolVar(&o.exitWhenReady, "exit-when-ready", false, "exit 0 once the hand-over completed and every WebApp is Ready again (bounded; used by CI)")
 	flag.DurationVar(&o.timeout, "timeout", o.timeout, "with --exit-when-ready: give up after this long")
-	flag.BoolVar(&o.quiet, "quiet", false, "discard the replicas' logs (by default they go to stderr)")
+	flag.BoolVar(&o.verbose, "v", false, "write the replicas' logs to the terminal (stderr) instead of a file")
+	flag.StringVar(&o.logFile, "log-file", "", "write the replicas' logs to this file (default: a new file in the temporary directory)")
+	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	examplecmd.Main("sharded", func(ctx context.Context) error { return run(ctx, o) })
@@ -50,7 +54,9 @@ type options struct {
 	kill          string
 	exitWhenReady bool
 	timeout       time.Duration
-	quiet         bool
+	verbose       bool          // -v
+	logFile       string        // --log-file
+	zap           crzap.Options // --zap-*
 	// hold is the overlap detector's hold (tests).
 	hold time.Duration
 }

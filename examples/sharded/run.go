@@ -6,28 +6,23 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/examples/sharded/fleet"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/config"
-	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/sharding"
 	"github.com/opkit/opkit/testenv"
-	"github.com/opkit/opkit/testenv/assets"
 )
 
 // DemoNamespace holds the demo's WebApps and the ring's Leases.
@@ -37,12 +32,12 @@ func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(webappv1
 
 // run starts the embedded control plane and runs the demo on it.
 func run(ctx context.Context, o options) error {
-	if o.quiet {
-		ctrl.SetLogger(logr.Discard())
-	} else {
-		// The demo's progress owns stdout; the replicas' logs go to stderr.
-		ctrl.SetLogger(observability.NewLogger(observability.WithLogDevelopment(true), observability.WithLogOutput(os.Stderr)))
+	// The demo's progress owns stdout; the replicas' logs go to a file (-v: stderr).
+	closeLog, err := narrator.SetDemoLogger(o.verbose, o.logFile, o.zap)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -57,7 +52,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stop()
-	kubectl := fmt.Sprintf("%s --kubeconfig %s", filepath.Join(env.AssetsDir, assets.Kubectl), env.KubeconfigPath)
+	kubectl, err := narrator.Kubectl(ctx, env)
+	if err != nil {
+		return err
+	}
 	_, err = demo(ctx, env.Config, env.Client, scheme, o, DemoNamespace, kubectl)
 	return err
 }

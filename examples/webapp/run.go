@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
-	"github.com/opkit/opkit/testenv/assets"
 	"github.com/opkit/opkit/webhook/webhooktest"
 )
 
@@ -39,7 +37,11 @@ func run(ctx context.Context, o options) error {
 	}
 	embedded := cfg == nil
 	webhooks := o.webhooks == "on" || ((o.webhooks == "auto" || o.webhooks == "") && embedded)
-	o.SetLogger(embedded)
+	closeLog, err := o.SetLogger(narrator, embedded)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -68,12 +70,12 @@ func run(ctx context.Context, o options) error {
 	}
 	o.DefaultAddrs(embedded)
 
-	var webhookServer crwebhook.Server
-	if embedded && webhooks {
-		webhookServer = crwebhook.NewServer(webhooktest.ServerOptions(env.Envtest.WebhookInstallOptions))
-	}
 	mopts := o.ManagerOptions(scheme, "webapp-operator.apps.example.com")
-	mopts.WebhookServer = webhookServer
+	if embedded && webhooks {
+		wopts := webhooktest.ServerOptions(env.Envtest.WebhookInstallOptions)
+		wopts.TLSOpts = append(wopts.TLSOpts, o.TLSOpts()...)
+		mopts.WebhookServer = crwebhook.NewServer(wopts)
+	}
 	mopts.Cache = reconciler.CacheOptions()
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
@@ -109,10 +111,15 @@ func run(ctx context.Context, o options) error {
 	if err := applySamples(ctx, env.Client); err != nil {
 		return err
 	}
-	kubectl := filepath.Join(env.AssetsDir, assets.Kubectl)
-	say("operator running; metrics on http://%s/metrics, probes on http://%s/readyz", o.MetricsAddr, o.ProbeAddr)
-	say("watch it:  %s --kubeconfig %s get webapps,deployments,pods -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
-	say("or:        %s --kubeconfig %s wait --for=condition=Ready webapps --all -n %s", kubectl, env.KubeconfigPath, DemoNamespace)
+	kubectl, err := narrator.Kubectl(ctx, env)
+	if err != nil {
+		return err
+	}
+	if err := narrator.SayEndpoints(ctx, env, &o.Flags, DemoNamespace, kubectl); err != nil {
+		return err
+	}
+	say("watch it:  %s get webapps,deployments,pods -n %s", kubectl, DemoNamespace)
+	say("or:        %s wait --for=condition=Ready webapps --all -n %s", kubectl, DemoNamespace)
 
 	var deadline <-chan time.Time
 	if o.ExitWhenReady {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,13 +43,32 @@ const (
 	Kwok                  = "kwok"
 )
 
-// Required lists the binaries every complete asset directory holds.
-var Required = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
+// All lists every binary the harness can run, in build order. [Ensure] and
+// [Find] with no Options.Binaries mean these.
+var All = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, Kubectl}
 
-// BuildCommand is the command a user runs to build the assets into the cache.
+// The binaries each mode of the harness (package testenv) needs. kubectl is
+// in none of them: testenv builds it only when a test asks for it.
+var (
+	// Plain is etcd and kube-apiserver: what every control plane runs.
+	Plain = []string{Etcd, KubeAPIServer}
+	// GarbageCollector is Plain plus kube-controller-manager.
+	GarbageCollector = []string{Etcd, KubeAPIServer, KubeControllerManager}
+	// Workloads is GarbageCollector plus kube-scheduler and kwok.
+	Workloads = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok}
+)
+
+// BuildCommand is the command a user runs to build every binary into the
+// cache; [Find]'s error names the variant for the binaries that were asked for.
 const BuildCommand = "go run github.com/opkit/opkit/cmd/opkit-assets"
 
-const completeMarker = ".opkit-complete"
+// buildCommand is BuildCommand restricted to bins (all of [All]: no flag).
+func buildCommand(bins []string) string {
+	if len(bins) == len(All) {
+		return BuildCommand
+	}
+	return BuildCommand + " -binaries " + strings.Join(bins, ",")
+}
 
 // Options configure [Ensure].
 type Options struct {
@@ -62,6 +82,9 @@ type Options struct {
 	Progress io.Writer
 	// IgnoreEnv makes Ensure and Find disregard KUBEBUILDER_ASSETS.
 	IgnoreEnv bool
+	// Binaries are the binaries wanted, names from [All]; empty means [All].
+	// Only these are looked for, and only the missing ones among them built.
+	Binaries []string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -85,6 +108,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if len(o.Binaries) == 0 {
+		o.Binaries = All
+	}
+	for _, b := range o.Binaries {
+		if !slices.Contains(All, b) {
+			return o, fmt.Errorf("assets: unknown binary %q (known: %s)", b, strings.Join(All, ", "))
+		}
+	}
+	// In build order, each once.
+	o.Binaries = slices.DeleteFunc(slices.Clone(All), func(b string) bool { return !slices.Contains(o.Binaries, b) })
 	return o, nil
 }
 
@@ -99,17 +132,23 @@ func Dir(o Options) (string, error) {
 	return filepath.Join(o.CacheDir, name), nil
 }
 
-// ErrNotFound is returned by [Find] when no complete asset directory exists.
+// ErrNotFound is returned by [Find] when the wanted binaries are not all in
+// one directory.
 var ErrNotFound = errors.New("control-plane binaries not found")
 
-// Find returns a complete asset directory without building anything:
-// KUBEBUILDER_ASSETS when it holds every binary [Required] names, else the cache
-// directory for opts when its completion marker exists. Otherwise it returns an
-// error wrapping [ErrNotFound] whose message names [BuildCommand].
+// Find returns a directory holding every binary Options.Binaries names,
+// without building anything: KUBEBUILDER_ASSETS when it holds them all,
+// else the cache directory for opts ([Dir]) when it does. Otherwise it
+// returns an error wrapping [ErrNotFound] whose message names the command
+// that builds them.
 func Find(opts Options) (string, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
 	if !opts.IgnoreEnv {
 		if env := os.Getenv("KUBEBUILDER_ASSETS"); env != "" {
-			if missing := missingBinaries(env); len(missing) == 0 {
+			if len(Missing(env, opts.Binaries)) == 0 {
 				return env, nil
 			}
 		}
@@ -118,27 +157,50 @@ func Find(opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+	missing := Missing(dir, opts.Binaries)
+	if len(missing) == 0 {
 		return dir, nil
 	}
-	return "", fmt.Errorf("%w in %s (KUBEBUILDER_ASSETS=%q): build them once with %q (about 10-15 minutes cold on 2 cores, instant afterwards)",
-		ErrNotFound, dir, os.Getenv("KUBEBUILDER_ASSETS"), BuildCommand)
+	return "", fmt.Errorf("%w: %s not in %s (KUBEBUILDER_ASSETS=%q): build them once with %q (%s on 2 cores from empty caches, instant afterwards)",
+		ErrNotFound, strings.Join(missing, ", "), dir, os.Getenv("KUBEBUILDER_ASSETS"), buildCommand(opts.Binaries), coldEstimate(missing))
 }
 
-func missingBinaries(dir string) []string {
+// coldMinutes is roughly what building each binary costs on a quiet 2-core
+// machine with an empty Go build cache (CPU time measured in docs/testenv-cold-builds.md,
+// halved); a binary of the kubernetes module built after another one costs
+// less, since most of its packages are then in the build cache.
+var coldMinutes = map[string]float64{Etcd: 2, KubeAPIServer: 8, KubeControllerManager: 3, KubeScheduler: 0.5, Kwok: 2.5, Kubectl: 1}
+
+// coldEstimate says about how long building bins takes from empty caches.
+func coldEstimate(bins []string) string {
+	var m float64
+	for _, b := range bins {
+		m += coldMinutes[b]
+	}
+	return fmt.Sprintf("about %.0f minutes", max(m, 1))
+}
+
+// Missing returns the binaries among bins that dir does not hold as regular
+// files, in the order of bins.
+func Missing(dir string, bins []string) []string {
 	var missing []string
-	for _, b := range Required {
-		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+	for _, b := range bins {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || !fi.Mode().IsRegular() {
 			missing = append(missing, b)
 		}
 	}
 	return missing
 }
 
-// Ensure returns a complete asset directory, building it first when [Find]
-// finds none. A build holds an exclusive lock on "<dir>.lock"; a caller that
-// waited for the lock re-checks and returns the other builder's result.
-// A failed build leaves nothing behind but its error, which names the stage.
+// Ensure returns a directory holding every binary Options.Binaries names,
+// building the missing ones into the cache directory first when [Find]
+// finds none. Binaries already in the cache are kept, so a later call for
+// more binaries builds only the difference. A build holds an exclusive lock
+// on "<dir>.lock"; a caller that waited for the lock re-checks and builds
+// only what the other builder did not. Each binary is built in a temporary
+// directory, checked with --version, and renamed into the cache directory
+// only then: a failed or interrupted build leaves nothing behind but its
+// error, which names the stage.
 func Ensure(ctx context.Context, opts Options) (string, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -159,12 +221,12 @@ func Ensure(ctx context.Context, opts Options) (string, error) {
 		return "", fmt.Errorf("assets: lock %s.lock: %w", dir, err)
 	}
 	defer unlock()
-	opts.IgnoreEnv = true
-	if found, err := Find(opts); err == nil {
-		return found, nil // another process finished while we waited for the lock
+	missing := Missing(dir, opts.Binaries) // another process may have built some while we waited
+	if len(missing) == 0 {
+		return dir, nil
 	}
 	b := &builder{opts: opts, start: time.Now()}
-	if err := b.build(ctx, dir); err != nil {
+	if err := b.build(ctx, dir, missing); err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -207,7 +269,8 @@ func (b *builder) stage(name string, fn func() error) error {
 	return nil
 }
 
-func (b *builder) build(ctx context.Context, dir string) error {
+// build builds bins (names from All, in All's order) and moves them into dir.
+func (b *builder) build(ctx context.Context, dir string, bins []string) error {
 	v := b.opts.Versions
 	work, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
 	if err != nil {
@@ -219,51 +282,63 @@ func (b *builder) build(ctx context.Context, dir string) error {
 		return fmt.Errorf("assets: %w", err)
 	}
 	b.env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GO111MODULE=on")
-	b.logf("building control plane %s (etcd %s, kwok %s) into %s; a cold build takes about 10-15 minutes on 2 cores", v.Kubernetes, v.Etcd, v.Kwok, dir)
+	b.logf("building %s (Kubernetes %s, etcd %s, kwok %s) into %s; %s on 2 cores from empty caches", strings.Join(bins, ", "), v.Kubernetes, v.Etcd, v.Kwok, dir, coldEstimate(bins))
 
 	staging, err := stagingVersion(v.Kubernetes)
 	if err != nil {
 		return err
 	}
-	steps := []struct {
+	var kube []string // k8s.io/kubernetes/cmd/… packages, built by one go build
+	for _, bin := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl} {
+		if slices.Contains(bins, bin) {
+			kube = append(kube, "k8s.io/kubernetes/cmd/"+bin)
+		}
+	}
+	type step struct {
 		name string
 		fn   func() error
-	}{
-		{"etcd " + v.Etcd, func() error {
+	}
+	var steps []step
+	if slices.Contains(bins, Etcd) {
+		steps = append(steps, step{"etcd " + v.Etcd, func() error {
 			return b.goBuild(ctx, filepath.Join(work, "etcd"), "go.etcd.io/etcd/server/v3", v.Etcd, nil, "", out, "go.etcd.io/etcd/server/v3")
-		}},
-		{"kubernetes " + v.Kubernetes + " (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)", func() error {
+		}})
+	}
+	if len(kube) > 0 {
+		names := make([]string, len(kube))
+		for i, p := range kube {
+			names[i] = filepath.Base(p)
+		}
+		steps = append(steps, step{"kubernetes " + v.Kubernetes + " (" + strings.Join(names, ", ") + ")", func() error {
 			replaces, err := b.kubernetesReplaces(ctx, work, v.Kubernetes, staging)
 			if err != nil {
 				return err
 			}
-			return b.goBuild(ctx, filepath.Join(work, "kubernetes"), "k8s.io/kubernetes", v.Kubernetes, replaces, kubernetesLDFlags(v.Kubernetes), out,
-				"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
-				"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl")
-		}},
-		{"kwok " + v.Kwok, func() error {
-			return b.goBuild(ctx, filepath.Join(work, "kwok"), "sigs.k8s.io/kwok", v.Kwok, nil, "", out, "sigs.k8s.io/kwok/cmd/kwok")
-		}},
-		{"verify --version", func() error { return verify(ctx, out, v) }},
+			return b.goBuild(ctx, filepath.Join(work, "kubernetes"), "k8s.io/kubernetes", v.Kubernetes, replaces, kubernetesLDFlags(v.Kubernetes), out, kube...)
+		}})
 	}
+	if slices.Contains(bins, Kwok) {
+		steps = append(steps, step{"kwok " + v.Kwok, func() error {
+			return b.goBuild(ctx, filepath.Join(work, "kwok"), "sigs.k8s.io/kwok", v.Kwok, nil, "", out, "sigs.k8s.io/kwok/cmd/kwok")
+		}})
+	}
+	steps = append(steps, step{"verify --version", func() error { return verify(ctx, out, v, bins) }})
 	for _, s := range steps {
 		if err := b.stage(s.name, s.fn); err != nil {
 			return err
 		}
 	}
-	// Rename into place first, then mark complete: a crash in between leaves a
-	// directory without marker, which the next build replaces.
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("assets: remove stale %s: %w", dir, err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("assets: %w", err)
 	}
-	if err := os.Rename(out, dir); err != nil {
-		return fmt.Errorf("assets: move into place: %w", err)
+	// One rename per binary, each atomic: a reader sees a binary whole or
+	// not at all, and never one that failed its --version check.
+	for _, bin := range bins {
+		if err := os.Rename(filepath.Join(out, bin), filepath.Join(dir, bin)); err != nil {
+			return fmt.Errorf("assets: move %s into place: %w", bin, err)
+		}
 	}
-	stamp := fmt.Sprintf("built %s in %.0fs\n", time.Now().UTC().Format(time.RFC3339), time.Since(b.start).Seconds())
-	if err := os.WriteFile(filepath.Join(dir, completeMarker), []byte(stamp), 0o644); err != nil {
-		return fmt.Errorf("assets: write marker: %w", err)
-	}
-	b.logf("complete: %s", dir)
+	b.logf("complete: %s in %s (%.0fs)", strings.Join(bins, ", "), dir, time.Since(b.start).Seconds())
 	return nil
 }
 
@@ -388,7 +463,9 @@ func (b *builder) goCmd(ctx context.Context, dir string, args ...string) ([]byte
 	return stdout.Bytes(), nil
 }
 
-func verify(ctx context.Context, dir string, v Versions) error {
+// verify runs each of bins in dir with its version flag and checks the
+// release it reports.
+func verify(ctx context.Context, dir string, v Versions, bins []string) error {
 	want := map[string]string{
 		Etcd:                  strings.TrimPrefix(v.Etcd, "v"),
 		KubeAPIServer:         v.Kubernetes,
@@ -397,7 +474,7 @@ func verify(ctx context.Context, dir string, v Versions) error {
 		Kubectl:               v.Kubernetes,
 		Kwok:                  "",
 	}
-	for _, bin := range Required {
+	for _, bin := range bins {
 		args := []string{"--version"}
 		if bin == Kubectl {
 			args = []string{"version", "--client"}

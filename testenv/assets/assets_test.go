@@ -5,18 +5,23 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-func writeFakeBinaries(t *testing.T, dir string) {
+func writeFakeBinaries(t *testing.T, dir string, bins ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range Required {
+	if len(bins) == 0 {
+		bins = All
+	}
+	for _, b := range bins {
 		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -52,22 +57,71 @@ func TestFindIgnoresIncompleteKubebuilderAssets(t *testing.T) {
 	}
 }
 
-func TestFindNeedsCompletionMarker(t *testing.T) {
+func TestFindLooksOnlyForTheBinariesAskedFor(t *testing.T) {
 	t.Setenv("KUBEBUILDER_ASSETS", "")
-	opts := Options{CacheDir: t.TempDir()}
+	opts := Options{CacheDir: t.TempDir(), Binaries: Plain}
 	dir, err := Dir(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFakeBinaries(t, dir) // as if a build crashed after the rename
-	if _, err := Find(opts); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("directory without marker must not count: %v", err)
+	writeFakeBinaries(t, dir, Plain...)
+	if got, err := Find(opts); err != nil || got != dir {
+		t.Fatalf("Find(Plain) = %q, %v; want %q", got, err, dir)
 	}
-	if err := os.WriteFile(filepath.Join(dir, completeMarker), nil, 0o644); err != nil {
+	opts.Binaries = Workloads
+	_, err = Find(opts)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Find(Workloads) with only Plain built: want ErrNotFound, got %v", err)
+	}
+	// The error names what is missing and the command that builds exactly the mode's binaries.
+	for _, want := range []string{"kube-controller-manager, kube-scheduler, kwok not in", BuildCommand + " -binaries etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if _, err := Find(Options{CacheDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), strconv.Quote(BuildCommand)) {
+		t.Errorf("Find(All): want the error to name %q alone, got %v", BuildCommand, err)
+	}
+}
+
+func TestKubebuilderAssetsWithPlainBinariesServePlainMode(t *testing.T) {
+	env := t.TempDir()
+	writeFakeBinaries(t, env, Etcd, KubeAPIServer, Kubectl) // what setup-envtest installs
+	t.Setenv("KUBEBUILDER_ASSETS", env)
+	if got, err := Find(Options{CacheDir: t.TempDir(), Binaries: Plain}); err != nil || got != env {
+		t.Fatalf("Find(Plain) = %q, %v; want %q", got, err, env)
+	}
+	if _, err := Find(Options{CacheDir: t.TempDir(), Binaries: GarbageCollector}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Find(GarbageCollector): want ErrNotFound, got %v", err)
+	}
+}
+
+func TestOptionsRejectUnknownBinariesAndOrderTheRest(t *testing.T) {
+	if _, err := Find(Options{CacheDir: t.TempDir(), Binaries: []string{"kubelet"}}); err == nil || !strings.Contains(err.Error(), `unknown binary "kubelet"`) {
+		t.Fatalf("want an unknown-binary error, got %v", err)
+	}
+	o, err := Options{Binaries: []string{Kubectl, Etcd, Kubectl}}.withDefaults()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := Find(opts); err != nil || got != dir {
-		t.Fatalf("Find = %q, %v; want %q", got, err, dir)
+	if !slices.Equal(o.Binaries, []string{Etcd, Kubectl}) {
+		t.Fatalf("Binaries = %v, want [etcd kubectl]", o.Binaries)
+	}
+}
+
+func TestModesNest(t *testing.T) {
+	for i, mode := range [][]string{Plain, GarbageCollector, Workloads, All} {
+		if i > 0 {
+			prev := [][]string{Plain, GarbageCollector, Workloads, All}[i-1]
+			for _, b := range prev {
+				if !slices.Contains(mode, b) {
+					t.Errorf("mode %v lacks %s of the smaller mode %v", mode, b, prev)
+				}
+			}
+		}
+		if slices.Contains(mode, Kubectl) != (i == 3) {
+			t.Errorf("kubectl is built on demand, so only All holds it; mode %v", mode)
+		}
 	}
 }
 
@@ -155,9 +209,6 @@ func TestEnsureReturnsCachedWithoutBuilding(t *testing.T) {
 	opts := Options{CacheDir: t.TempDir()}
 	dir, _ := Dir(opts)
 	writeFakeBinaries(t, dir)
-	if err := os.WriteFile(filepath.Join(dir, completeMarker), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := Ensure(ctx, opts)
@@ -168,13 +219,13 @@ func TestEnsureReturnsCachedWithoutBuilding(t *testing.T) {
 
 func TestVerifyRejectsWrongVersion(t *testing.T) {
 	dir := t.TempDir()
-	for _, b := range Required {
+	for _, b := range All {
 		script := "#!/bin/sh\necho v0.0.1\n"
 		if err := os.WriteFile(filepath.Join(dir, b), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := verify(context.Background(), dir, DefaultVersions())
+	err := verify(context.Background(), dir, DefaultVersions(), All)
 	if err == nil || !strings.Contains(err.Error(), "etcd") {
 		t.Fatalf("want an error naming etcd, got %v", err)
 	}

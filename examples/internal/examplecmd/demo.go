@@ -2,16 +2,21 @@ package examplecmd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,12 +24,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/observability/metricsauth"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -43,7 +51,10 @@ func Main(name string, run func(context.Context) error) {
 
 // Flags are the command-line options every single-operator example shares.
 // The zero value runs against the cluster [Flags.ClusterConfig] finds, with
-// the addresses [Flags.DefaultAddrs] picks and no leader election.
+// the addresses [Flags.DefaultAddrs] picks, metrics over HTTPS behind
+// [metricsauth.FilterProvider], HTTP/2 off and no leader election: the
+// secure choices are the zero values, so a Flags built in code is as safe
+// as the command line's defaults.
 type Flags struct {
 	// Kubeconfig is controller-runtime's --kubeconfig (see [Flags.ReadKubeconfig]).
 	Kubeconfig string
@@ -56,10 +67,27 @@ type Flags struct {
 	// MetricsAddr and ProbeAddr are the manager's metrics and health probe
 	// endpoints; "0" disables one, "" lets [Flags.DefaultAddrs] choose.
 	MetricsAddr, ProbeAddr string
+	// MetricsInsecure serves metrics over plain HTTP without authentication
+	// (--metrics-secure=false). By default they are served over HTTPS (a
+	// self-signed certificate unless one is mounted in controller-runtime's
+	// metrics CertDir) and every scrape must carry a bearer token of a user
+	// allowed to get /metrics.
+	MetricsInsecure bool
+	// EnableHTTP2 lets the metrics and webhook servers negotiate HTTP/2
+	// (--enable-http2). Off by default, as in kubebuilder's scaffold: HTTP/2
+	// Rapid Reset and Stream Cancellation (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2 bool
 	// LeaderElect turns on the manager's leader election.
 	LeaderElect bool
-	// DevLogs asks for human-readable logs instead of JSON.
-	DevLogs bool
+	// Zap holds controller-runtime's --zap-* flags (zap.Options.BindFlags):
+	// encoder, log level, stack trace level, time encoding, development mode.
+	Zap crzap.Options
+	// Verbose (-v) writes an embedded demo's operator logs to the terminal
+	// (stderr) instead of a file.
+	Verbose bool
+	// LogFile is where an embedded demo writes its operator logs (--log-file);
+	// empty means a new file in the temporary directory. The demo names it.
+	LogFile string
 }
 
 // Register defines the shared flags on fs. exitWhenReady completes the help
@@ -70,31 +98,63 @@ func (f *Flags) Register(fs *flag.FlagSet, exitWhenReady string, timeout time.Du
 	fs.BoolVar(&f.Embedded, "embedded", false, "always start an embedded control plane, even when a cluster is configured")
 	fs.BoolVar(&f.ExitWhenReady, "exit-when-ready", false, exitWhenReady)
 	fs.DurationVar(&f.Timeout, "timeout", timeout, "with --exit-when-ready: give up after this long")
-	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", "", "metrics endpoint, e.g. :8080; 0 disables (default :8080 on a cluster, a free loopback port when embedded)")
+	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", "", "metrics endpoint, e.g. :8443; 0 disables (default :8443 on a cluster, a free loopback port when embedded)")
+	fs.Var((*negated)(&f.MetricsInsecure), "metrics-secure", "serve metrics over HTTPS, only to bearer tokens allowed to get /metrics (TokenReview + SubjectAccessReview) (default true); false: plain HTTP without authentication, e.g. for the embedded demo")
+	fs.BoolVar(&f.EnableHTTP2, "enable-http2", false, "let the metrics and webhook servers negotiate HTTP/2 (off: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", "", "health probe endpoint (default :8081 on a cluster, a free loopback port when embedded)")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", false, "enable leader election (on in the config/ manifests)")
-	fs.BoolVar(&f.DevLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	fs.BoolVar(&f.Verbose, "v", false, "embedded demo: write the operator's logs to the terminal instead of a file")
+	fs.StringVar(&f.LogFile, "log-file", "", "embedded demo: write the operator's logs to this file (default: a new file in the temporary directory)")
+	f.Zap.BindFlags(fs)
 }
 
+// negated is a bool flag stored inverted, so that the secure setting is the
+// zero value of the field behind it.
+type negated bool
+
+func (n *negated) String() string { return strconv.FormatBool(n != nil && !bool(*n)) }
+
+func (n *negated) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*n = negated(!v)
+	return nil
+}
+
+func (*negated) IsBoolFlag() bool { return true }
+
 // ReadKubeconfig sets Kubeconfig from fs's --kubeconfig, if fs has one: a
-// cluster to run against (default: in-cluster config, else an embedded
-// control plane). Call it after parsing fs.
+// cluster to run against (default: $KUBECONFIG, else the in-cluster config,
+// else an embedded control plane). Call it after parsing fs.
 func (f *Flags) ReadKubeconfig(fs *flag.FlagSet) {
 	if fl := fs.Lookup("kubeconfig"); fl != nil {
 		f.Kubeconfig = fl.Value.String()
 	}
 }
 
-// ClusterConfig returns the cluster to run against: the Kubeconfig file when
-// set, else the in-cluster config when there is one. It returns nil, nil when
-// the demo should start its own control plane: with Embedded, or when no
-// cluster is configured. Only a Kubeconfig that cannot be loaded is an error.
+// ClusterConfig returns the cluster to run against, in controller-runtime's
+// order (ctrl.GetConfig): the Kubeconfig file when set, else the files
+// $KUBECONFIG lists (merged, with its current context), else the in-cluster
+// config. It returns nil, nil when the demo should start its own control
+// plane: with Embedded, or when none of those is configured. Unlike
+// ctrl.GetConfig it does not fall back to ~/.kube/config: a demo run without
+// flags stays on its embedded control plane (pass --kubeconfig
+// ~/.kube/config for that cluster). A configured kubeconfig that cannot be
+// loaded is an error.
 func (f *Flags) ClusterConfig() (*rest.Config, error) {
 	if f.Embedded {
 		return nil, nil
 	}
-	if f.Kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
+	if f.Kubeconfig != "" || os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG
+		rules.ExplicitPath = f.Kubeconfig
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		return cfg, nil
 	}
 	if cfg, err := rest.InClusterConfig(); err == nil {
 		return cfg, nil
@@ -104,10 +164,14 @@ func (f *Flags) ClusterConfig() (*rest.Config, error) {
 
 // DefaultAddrs fills in MetricsAddr and ProbeAddr where they are empty: a
 // free loopback port each when embedded (a demo on a laptop must not clash
-// with whatever holds :8080), else :8080 and :8081, the ports the config/
-// manifests probe. Addresses already set, "0" included, are kept.
+// with whatever holds :8443), else :8443 (:8080 with MetricsInsecure) and
+// :8081, the ports the config/ manifests use. Addresses already set, "0"
+// included, are kept.
 func (f *Flags) DefaultAddrs(embedded bool) {
-	metrics, probe := ":8080", ":8081"
+	metrics, probe := ":8443", ":8081"
+	if f.MetricsInsecure {
+		metrics = ":8080"
+	}
 	if embedded {
 		metrics, probe = FreeLoopback(), FreeLoopback()
 	}
@@ -119,14 +183,50 @@ func (f *Flags) DefaultAddrs(embedded bool) {
 	}
 }
 
+// TLSOpts are the TLS settings of the metrics and webhook servers: without
+// EnableHTTP2, ALPN offers only http/1.1, so no client can speak HTTP/2 to
+// them.
+func (f *Flags) TLSOpts() []func(*tls.Config) {
+	if f.EnableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+}
+
+// MetricsURL is where the manager serves metrics: https://… or, with
+// MetricsInsecure, http://…; "" when MetricsAddr is "0". An address without
+// a host (":8443") is shown on localhost.
+func (f *Flags) MetricsURL() string {
+	if f.MetricsAddr == "0" || f.MetricsAddr == "" {
+		return ""
+	}
+	addr := f.MetricsAddr
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		addr = net.JoinHostPort("localhost", port)
+	}
+	scheme := "https"
+	if f.MetricsInsecure {
+		scheme = "http"
+	}
+	return scheme + "://" + addr + "/metrics"
+}
+
 // ManagerOptions returns the manager options the flags decide: scheme, the
 // metrics and probe addresses as they are (call [Flags.DefaultAddrs] first),
-// and leader election under leaderElectionID in $POD_NAMESPACE (empty outside
-// a pod: controller-runtime then uses the in-cluster namespace).
+// metrics over HTTPS behind [metricsauth.FilterProvider] unless
+// MetricsInsecure, [Flags.TLSOpts] on the metrics and webhook servers, and
+// leader election under leaderElectionID in $POD_NAMESPACE (empty outside a
+// pod: controller-runtime then uses the in-cluster namespace). A caller that
+// replaces WebhookServer should give it [Flags.TLSOpts] too.
 func (f *Flags) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) manager.Options {
+	metrics := metricsserver.Options{BindAddress: f.MetricsAddr, SecureServing: !f.MetricsInsecure, TLSOpts: f.TLSOpts()}
+	if metrics.SecureServing {
+		metrics.FilterProvider = metricsauth.FilterProvider
+	}
 	return manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: f.MetricsAddr},
+		Metrics:                 metrics,
+		WebhookServer:           crwebhook.NewServer(crwebhook.Options{TLSOpts: f.TLSOpts()}),
 		HealthProbeBindAddress:  f.ProbeAddr,
 		LeaderElection:          f.LeaderElect,
 		LeaderElectionID:        leaderElectionID,
@@ -232,11 +332,50 @@ func (n Narrator) ApplySamples(ctx context.Context, c client.Client, ns string, 
 	return names, nil
 }
 
-// SetLogger sets controller-runtime's logger, writing to stderr: the demo's
-// progress owns stdout. It logs JSON, for a cluster's log pipeline, unless
-// the demo is embedded or DevLogs asks for human-readable lines.
-func (f *Flags) SetLogger(embedded bool) {
-	ctrl.SetLogger(observability.NewLogger(observability.WithLogDevelopment(f.DevLogs || embedded), observability.WithLogOutput(os.Stderr)))
+// SetLogger sets controller-runtime's logger (and client-go's klog, so that
+// nothing else writes to the terminal) from the --zap-* flags. On a cluster
+// it writes to stderr, JSON unless --zap-devel or --zap-encoder say
+// otherwise, for the cluster's log pipeline. An embedded demo logs as
+// [Narrator.SetDemoLogger] says, with Verbose and LogFile. The returned
+// function closes the log file, if any; call it when the run ends.
+func (f *Flags) SetLogger(n Narrator, embedded bool) (closeLog func(), err error) {
+	if embedded {
+		return n.SetDemoLogger(f.Verbose, f.LogFile, f.Zap)
+	}
+	setLogger(crzap.New(crzap.UseFlagOptions(&f.Zap), crzap.WriteTo(os.Stderr)))
+	return func() {}, nil
+}
+
+// SetDemoLogger sets controller-runtime's logger (and client-go's klog) for
+// an embedded demo, whose progress owns the terminal: human-readable lines
+// (zap's development mode; zopts' level and encoder flags still apply) to
+// file, or to a new file in the temporary directory when file is empty,
+// which n names on stdout before anything is logged; with verbose, to stderr
+// instead. The returned function closes the file.
+func (n Narrator) SetDemoLogger(verbose bool, file string, zopts crzap.Options) (closeLog func(), err error) {
+	zopts.Development = true
+	if verbose {
+		setLogger(crzap.New(crzap.UseFlagOptions(&zopts), crzap.WriteTo(os.Stderr)))
+		return func() {}, nil
+	}
+	var fh *os.File
+	if file != "" {
+		fh, err = os.Create(file)
+	} else {
+		fh, err = os.CreateTemp("", string(n)+"-demo-*.log")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	path, _ := filepath.Abs(fh.Name())
+	n.Say("operator logs: %s (-v writes them here instead)", path)
+	setLogger(crzap.New(crzap.UseFlagOptions(&zopts), crzap.WriteTo(fh)))
+	return func() { _ = fh.Close() }, nil
+}
+
+func setLogger(log logr.Logger) {
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
 }
 
 // Background is a manager running on its own goroutine while the embedded
@@ -274,4 +413,79 @@ func (b *Background) Cancel() { b.cancel() }
 func (b *Background) Stop() {
 	b.cancel()
 	<-b.done
+}
+
+// MetricsReader is the ServiceAccount an embedded demo creates in its demo
+// namespace, bound to a ClusterRole of the same name that may get /metrics
+// (the rule of config/rbac/metrics_reader_role.yaml), so that the demo can
+// show a scrape of its secured metrics endpoint.
+const MetricsReader = "metrics-reader"
+
+// GrantMetricsReader creates namespace ns, the ServiceAccount ns/[MetricsReader],
+// the ClusterRole [MetricsReader] (get on the non-resource URL /metrics) and
+// a ClusterRoleBinding of the same name between them; objects that exist
+// already are left as they are.
+func GrantMetricsReader(ctx context.Context, c client.Client, ns string) error {
+	if err := EnsureNamespace(ctx, c, ns); err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: MetricsReader}},
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: MetricsReader},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: MetricsReader},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: MetricsReader},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: MetricsReader}},
+		},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// SayEndpoints says where the operator of an embedded demo serves its
+// metrics and probes. With secure metrics it first grants [MetricsReader]
+// in ns ([GrantMetricsReader]) and prints the curl command that scrapes
+// with that ServiceAccount's token; kubectl is the command (binary and
+// --kubeconfig) that reaches env's control plane.
+func (n Narrator) SayEndpoints(ctx context.Context, env *testenv.Env, f *Flags, ns, kubectl string) error {
+	metrics := f.MetricsURL()
+	probes := "off"
+	if f.ProbeAddr != "0" && f.ProbeAddr != "" {
+		probes = "http://" + f.ProbeAddr + "/readyz"
+	}
+	switch {
+	case metrics == "":
+		n.Say("operator running; metrics off, probes on %s", probes)
+	case f.MetricsInsecure:
+		n.Say("operator running; metrics on %s (plain HTTP, --metrics-secure=false), probes on %s", metrics, probes)
+	default:
+		if err := GrantMetricsReader(ctx, env.Client, ns); err != nil {
+			return err
+		}
+		n.Say("operator running; metrics on %s (HTTPS, bearer token allowed to get /metrics), probes on %s", metrics, probes)
+		n.Say("scrape:    curl -sk -H \"Authorization: Bearer $(%s create token %s -n %s)\" %s", kubectl, MetricsReader, ns, metrics)
+	}
+	return nil
+}
+
+// Kubectl returns the command line that runs kubectl against env: its
+// binary ([testenv.Env.KubectlPath], which builds it on a first run and says
+// so) and --kubeconfig.
+func (n Narrator) Kubectl(ctx context.Context, env *testenv.Env) (string, error) {
+	t0 := time.Now()
+	path, err := env.KubectlPath(ctx)
+	if err != nil {
+		return "", err
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		n.Say("built kubectl in %.0fs (once; it is cached now)", d.Seconds())
+	}
+	return path + " --kubeconfig " + env.KubeconfigPath, nil
 }

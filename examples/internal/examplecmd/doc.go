@@ -4,9 +4,18 @@
 //
 // Guarantees: nothing here keeps state between calls or registers anything
 // globally except where a function says so ([Main] installs a signal
-// handler for the length of the run). A demo prints its progress on stdout
-// only through a [Narrator], one line per call, so the operator's logs on
-// stderr never interleave with it mid-line.
+// handler for the length of the run; [Flags.SetLogger] and
+// [Narrator.SetDemoLogger] set controller-runtime's and klog's loggers). A
+// demo prints its progress on stdout only through a [Narrator], one line per
+// call; the operator's logs go to a file the narrator names (or to stderr
+// with -v), so a newcomer reads the demo's story, not the operator's logs.
+//
+// Secure defaults, as in kubebuilder's scaffold, and as the zero value of
+// [Flags]: metrics on :8443 over HTTPS behind
+// [github.com/opkit/opkit/observability/metricsauth] (--metrics-secure=false
+// for plain HTTP), HTTP/2 off on the metrics and webhook servers
+// (--enable-http2), controller-runtime's --zap-* flags bound, and the cluster
+// from --kubeconfig, $KUBECONFIG or the in-cluster config.
 //
 // Usage, in an example's main.go:
 //

@@ -28,7 +28,6 @@ import (
 	"github.com/opkit/opkit/examples/internal/manifest"
 	webappconfig "github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/testenv"
-	"github.com/opkit/opkit/testenv/assets"
 	"github.com/opkit/opkit/testenv/hardening"
 )
 
@@ -189,6 +188,7 @@ func checkInstall(t *testing.T, ex example, s set) {
 
 	// The metrics Service selects the operator's pods on their metrics port.
 	checkService(t, s, ex.prefixed("controller-manager-metrics-service"), ns, &dep)
+	checkSecureMetrics(t, ex, s, &dep, subject)
 
 	mutating, validating := s.ofKind("MutatingWebhookConfiguration"), s.ofKind("ValidatingWebhookConfiguration")
 	if !ex.webhooks {
@@ -198,6 +198,50 @@ func checkInstall(t *testing.T, ex example, s set) {
 		return
 	}
 	checkWebhooks(t, ex, s, &dep, mutating, validating)
+}
+
+// checkSecureMetrics checks kubebuilder's secure-metrics wiring: the
+// operator serves metrics on :8443 with the secure default (no
+// --metrics-secure=false), the metrics Service exposes 8443, the operator
+// may create TokenReviews and SubjectAccessReviews (metrics-auth-role bound
+// to its ServiceAccount), and the metrics-reader ClusterRole scrapers need
+// is installed.
+func checkSecureMetrics(t *testing.T, ex example, s set, dep *appsv1.Deployment, subject rbacv1.Subject) {
+	t.Helper()
+	args := dep.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--metrics-bind-address=:8443") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--metrics-secure") }) {
+		t.Errorf("the operator's args %v: want --metrics-bind-address=:8443 and the secure default", args)
+	}
+	var svc corev1.Service
+	s.decode(s.get("Service", ex.namespace(), ex.prefixed("controller-manager-metrics-service")), &svc)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].Name != "https" {
+		t.Errorf("metrics Service ports %+v, want one named https on 8443", svc.Spec.Ports)
+	}
+	var crb rbacv1.ClusterRoleBinding
+	s.decode(s.get("ClusterRoleBinding", "", ex.prefixed("metrics-auth-rolebinding")), &crb)
+	if crb.RoleRef.Name != ex.prefixed("metrics-auth-role") || !slices.Contains(crb.Subjects, subject) {
+		t.Errorf("ClusterRoleBinding %s binds %s to %+v, want %s to %+v", crb.Name, crb.RoleRef.Name, crb.Subjects, ex.prefixed("metrics-auth-role"), subject)
+	}
+	var auth rbacv1.ClusterRole
+	s.decode(s.get("ClusterRole", "", ex.prefixed("metrics-auth-role")), &auth)
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	} {
+		if !slices.ContainsFunc(auth.Rules, func(r rbacv1.PolicyRule) bool { return equalRule(r, want) }) {
+			t.Errorf("ClusterRole %s lacks %+v: %+v", auth.Name, want, auth.Rules)
+		}
+	}
+	var reader rbacv1.ClusterRole
+	s.decode(s.get("ClusterRole", "", ex.prefixed("metrics-reader")), &reader)
+	if want := (rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}); len(reader.Rules) != 1 || !equalRule(reader.Rules[0], want) {
+		t.Errorf("ClusterRole %s rules %+v, want only %+v", reader.Name, reader.Rules, want)
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) &&
+		slices.Equal(a.Verbs, b.Verbs) && slices.Equal(a.NonResourceURLs, b.NonResourceURLs) && slices.Equal(a.ResourceNames, b.ResourceNames)
 }
 
 // checkWebhooks checks the webhook Service, the webhook configurations that
@@ -295,8 +339,12 @@ func checkService(t *testing.T, s set, name, ns string, dep *appsv1.Deployment) 
 // the file holding its output and the objects in it.
 func render(ctx context.Context, t *testing.T, dir string) (string, []*unstructured.Unstructured) {
 	t.Helper()
+	kubectl, err := env.KubectlPath(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(env.AssetsDir, assets.Kubectl), "kustomize", dir)
+	cmd := exec.CommandContext(ctx, kubectl, "kustomize", dir)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
