@@ -260,21 +260,41 @@ func (e *Ensurer) ownerOf(owner client.Object) (ownerInfo, error) {
 // stops the call (later objects and pruning wait for the retry) and the
 // ChangeSet holds what was done before it. desired objects are not modified.
 func (e *Ensurer) Ensure(ctx context.Context, owner client.Object, desired ...client.Object) (ChangeSet, error) {
+	return e.EnsureKeeping(ctx, owner, nil, desired...)
+}
+
+// EnsureKeeping is [Ensurer.Ensure] for a part of the owner's children: it
+// ensures desired exactly as Ensure does, and prunes only children that are
+// neither desired nor named by keep. keep identifies objects by kind,
+// namespace (empty: the owner's, as for desired) and name only; nothing else
+// of them is read, and they are neither written nor checked for ownership.
+// A caller that applies its children a few at a time (a workflow applying only
+// the children whose dependencies are ready) passes the others as keep, so
+// children it is not writing now are left as they are instead of pruned.
+func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep []client.Object, desired ...client.Object) (ChangeSet, error) {
 	oi, err := e.ownerOf(owner)
 	if err != nil {
 		return nil, err
 	}
 	cs := make(ChangeSet, 0, len(desired))
-	keep := make(map[objectKey]bool, len(desired))
+	kept := make(map[objectKey]bool, len(keep))
+	for _, k := range keep {
+		t, err := e.target(oi, k)
+		if err != nil {
+			return cs, err
+		}
+		kept[t.key] = true
+	}
+	want := make(map[objectKey]bool, len(desired)+len(kept))
 	for _, d := range desired {
 		t, err := e.target(oi, d)
 		if err != nil {
 			return cs, err
 		}
-		if keep[t.key] {
+		if want[t.key] {
 			return cs, invalid(nil, "%s declared twice", t)
 		}
-		keep[t.key] = true
+		want[t.key] = true
 		decl, err := declared(d)
 		if err != nil {
 			return cs, invalid(err, "%s: %v", t, err)
@@ -291,7 +311,10 @@ func (e *Ensurer) Ensure(ctx context.Context, owner client.Object, desired ...cl
 			return cs, err
 		}
 	}
-	pruned, err := e.pruneExcept(ctx, oi, keep)
+	for k := range kept {
+		want[k] = true
+	}
+	pruned, err := e.pruneExcept(ctx, oi, want)
 	for _, ch := range pruned {
 		e.observer.ObserveChange(ctx, ch)
 	}

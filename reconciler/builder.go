@@ -26,6 +26,7 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/phase"
 	"github.com/opkit/opkit/sharding"
+	"github.com/opkit/opkit/workflow"
 )
 
 // Builder wires a [Reconciler] together. Start with [For] (a manager: the
@@ -46,6 +47,9 @@ type Builder[T client.Object] struct {
 	finOpts    []finalizer.Option
 	machine    *phase.Builder[T]
 	desired    DesiredFunc[T]
+	workflow   WorkflowFunc[T]
+	wfOpts     []workflow.Option
+	wfCondOpts []workflow.ConditionOption
 	ensureOpts []ensure.Option
 	status     StatusFunc[T]
 	obs        *observability.Observability
@@ -452,6 +456,10 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	r := &Reconciler[T]{
 		name: b.name, client: c, reader: c, newObject: b.newObject, desired: b.desired, status: b.status,
 		indexedKinds: map[schema.GroupVersionKind]bool{},
+		workflow:     b.workflow, wfOpts: b.wfOpts, wfCondOpts: b.wfCondOpts,
+	}
+	if b.workflow != nil && (b.desired != nil || b.machine != nil) {
+		return nil, fmt.Errorf("reconciler %s: Workflow does not combine with Children or Phases (the workflow declares the children)", b.name)
 	}
 	if b.cache != nil {
 		r.reader = b.cache
@@ -491,7 +499,12 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 			opts = append(opts, finalizer.WithObserver(fm))
 			r.finMetrics = fm
 		}
-		f, err := finalizer.New[T](c, b.finName, append(opts, b.finOpts...)...)
+		opts = append(opts, b.finOpts...)
+		if b.workflow != nil {
+			// Last: the caller's steps may still need the children.
+			opts = append(opts, finalizer.WithStep(TeardownStep, r.teardownStep))
+		}
+		f, err := finalizer.New[T](c, b.finName, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
 		}
@@ -528,7 +541,7 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	if err := b.registerIndexes(); err != nil {
 		return nil, err
 	}
-	if b.desired != nil || b.machine != nil || len(b.owns) > 0 || b.ensurer != nil {
+	if b.desired != nil || b.workflow != nil || b.machine != nil || len(b.owns) > 0 || b.ensurer != nil {
 		e, err := b.Ensurer()
 		if err != nil {
 			return nil, err
@@ -546,6 +559,9 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 	}
 	if r.steps.Sync == nil {
 		r.steps.Sync = r.sync
+		if r.workflow != nil {
+			r.steps.Sync = r.syncWorkflow
+		}
 	}
 	if r.steps.WriteStatus == nil {
 		r.steps.WriteStatus = r.writeStatus

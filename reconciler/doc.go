@@ -42,6 +42,12 @@
 //     watched child's change reconciles its owner whether it is linked by a
 //     controller ownerReference or only by ensure's owner label
 //     (cluster-scoped and cross-namespace children).
+//   - [Builder.Workflow] declares the children as a dependency graph
+//     (package workflow) instead of [Builder.Children]: a child is applied
+//     only once the children it depends on are ready, a child waiting for a
+//     dependency is kept (not pruned), the report lands in T's conditions,
+//     and with a finalizer its last step tears the children down in reverse
+//     dependency order.
 //   - [Builder.References] reconciles exactly the Ts that reference a
 //     changed object, found through a cache index on T, never a List scan.
 //   - Operational controls: [AnnotationPaused] (nothing written but
@@ -67,8 +73,8 @@
 //     sharding.Metrics) are registered on the same registerer and wired in.
 //
 // Layering: outcome and conditions are the base every pattern package may
-// import; finalizer, ensure, phase, sharding, observability and webhook do
-// not import each other; this package composes them.
+// import; finalizer, ensure, phase, sharding, observability, webhook and
+// workflow do not import each other; this package composes them.
 //
 // Each step can be replaced ([Builder.WithSteps]: Get, Sync, WriteStatus) and
 // each package can be used without this one; a custom Sync or phase

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/reconciler"
+	"github.com/opkit/opkit/workflow"
 )
 
 // The whole skeleton for a custom resource: a finalizer, one child, status.
@@ -132,4 +134,28 @@ func ExampleBuilder_References() {
 		Complete()
 	fmt.Println(err != nil) // no manager here: the builder says so
 	// Output: true
+}
+
+// Children declared as a workflow: a Secret-like ConfigMap, a migration Job
+// that needs it, and the Deployment that needs the migration; an optional
+// debug ConfigMap while spec.gate is "debug". With the finalizer, deletion
+// removes the Deployment, then the Job, then the ConfigMap.
+func ExampleBuilder_Workflow() {
+	var mgr manager.Manager // the operator's manager
+	_ = reconciler.For(mgr, "gadget", newGadget).
+		Owns(&corev1.ConfigMap{}).Owns(&batchv1.Job{}).Owns(&appsv1.Deployment{}).
+		Finalizer("example.com/teardown").
+		Workflow(func(_ context.Context, g *Gadget) ([]workflow.Node, error) {
+			return []workflow.Node{
+				{Name: "config", Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.Name + "-config"}}},
+				{Name: "migrate", Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: g.Name + "-migrate"}}, DependsOn: []string{"config"}},
+				{Name: "app", Object: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}, DependsOn: []string{"migrate"}},
+				{Name: "debug", Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.Name + "-debug"}},
+					Active: func() bool { return g.Spec.Gate == "debug" }},
+			}, nil
+		}, nil, workflow.WithNodeConditions("Child-")).
+		Status(func(_ context.Context, g *Gadget, _ reconciler.Observed) error {
+			return conditions.SetSummary(g, conditions.Ready, conditions.WithPositive(workflow.ConditionChildrenReady))
+		}).
+		Complete()
 }

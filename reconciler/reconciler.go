@@ -20,6 +20,7 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/phase"
+	"github.com/opkit/opkit/workflow"
 )
 
 // DesiredFunc returns the children obj should have. It is called on every
@@ -92,6 +93,9 @@ type Reconciler[T client.Object] struct {
 	machine      *phase.Machine[T]
 	ensurer      *ensure.Ensurer
 	desired      DesiredFunc[T]
+	workflow     WorkflowFunc[T]
+	wfOpts       []workflow.Option
+	wfCondOpts   []workflow.ConditionOption
 	status       StatusFunc[T]
 	metrics      *observability.Metrics
 	finMetrics   *finalizer.Metrics
