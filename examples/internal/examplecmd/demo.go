@@ -24,7 +24,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -375,7 +374,7 @@ func (n Narrator) SetDemoLogger(verbose bool, file string, zopts crzap.Options) 
 
 func setLogger(log logr.Logger) {
 	ctrl.SetLogger(log)
-	klog.SetLogger(log)
+	klogTarget.Store(&log) // see klog.go
 }
 
 // Background is a manager running on its own goroutine while the embedded
