@@ -37,8 +37,10 @@ import (
 	"github.com/opkit/opkit/examples/database/backup"
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/phase"
 	"github.com/opkit/opkit/reconciler"
+	"github.com/opkit/opkit/workflow"
 )
 
 // Name is the controller's name: field owner, event source, metrics label,
@@ -208,19 +210,35 @@ func (r *handlers) provisioning(ctx context.Context, db *dbv1.Database) (phase.O
 	if version == "" {
 		version = db.Spec.Version
 	}
-	if _, err := r.ensurer.Ensure(ctx, db, Service(db), StatefulSet(db, Image(r.opts.Image, version), 0)); err != nil {
-		return phase.Outcome{}, err
-	}
-	sts, err := r.statefulSet(ctx, db)
-	if err != nil {
+	rep, err := r.serving(db, Image(r.opts.Image, version)).Reconcile(ctx, db)
+	if rep == nil || outcome.Classify(err).Class != outcome.ClassDependencyNotReady && err != nil {
 		return phase.Outcome{}, err
 	}
 	want := db.DesiredReplicas()
-	if !settled(sts, want) {
-		return phase.RequeueAfter(5 * time.Second).WithMessage(fmt.Sprintf("provisioning: %d/%d replicas ready", readyOf(sts), want)), nil
+	if !rep.Ready() {
+		return phase.RequeueAfter(5 * time.Second).WithMessage("provisioning: " + outcome.Classify(err).Message), nil
 	}
 	db.Status.CurrentVersion = version
 	return phase.Next(phase.Ready).WithMessage(fmt.Sprintf("%d/%d replicas of %s ready", want, want, version)), nil
+}
+
+// serving is the workflow of the children that serve db at image: the
+// headless Service, then the StatefulSet once the Service exists; the
+// StatefulSet is ready when every replica is updated and Ready
+// (workflow.StatefulSetReady). The order and the readiness are the
+// workflow's, not spelled out here.
+func (r *handlers) serving(db *dbv1.Database, image string) *workflow.Workflow {
+	wf, err := workflow.New(r.client, workflow.ApplierFunc(func(ctx context.Context, owner, obj client.Object, keep []client.Object) (bool, error) {
+		cs, err := r.ensurer.EnsureKeeping(ctx, owner, keep, obj)
+		return cs.Changed(), err
+	}), []workflow.Node{
+		{Name: "service", Object: Service(db)},
+		{Name: "statefulset", Object: StatefulSet(db, image, 0), DependsOn: []string{"service"}},
+	})
+	if err != nil {
+		panic(err) // a fixed, valid graph
+	}
+	return wf
 }
 
 // ready keeps the children as declared and watches them: a version change
@@ -243,7 +261,10 @@ func (r *handlers) ready(ctx context.Context, db *dbv1.Database) (phase.Outcome,
 	if sts == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != db.DesiredReplicas() {
 		return phase.Next(phase.Provisioning).WithMessage(fmt.Sprintf("scaling to %d replicas", db.DesiredReplicas())), nil
 	}
-	if _, err := r.ensurer.Ensure(ctx, db, Service(db), StatefulSet(db, Image(r.opts.Image, db.Status.CurrentVersion), 0)); err != nil {
+	// Keep the children as declared; readiness is judged below (Degraded
+	// after a grace period), so a workflow that is not ready is no error.
+	if _, err := r.serving(db, Image(r.opts.Image, db.Status.CurrentVersion)).Reconcile(ctx, db); err != nil &&
+		outcome.Classify(err).Class != outcome.ClassDependencyNotReady {
 		return phase.Outcome{}, err
 	}
 	ok, since := r.observeReplicas(db, sts)
@@ -529,11 +550,6 @@ func ordinal(p *corev1.Pod) (int32, bool) {
 		return 0, false
 	}
 	return o, true
-}
-
-func settled(sts *appsv1.StatefulSet, want int32) bool {
-	return sts != nil && sts.Status.ObservedGeneration >= sts.Generation &&
-		sts.Status.Replicas == want && sts.Status.ReadyReplicas == want && sts.Status.UpdatedReplicas == want
 }
 
 func readyOf(sts *appsv1.StatefulSet) int32 {
