@@ -76,6 +76,12 @@ type WebAppStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
+	// LastHandledReconcileAt is the value of the annotation
+	// opkit.dev/reconcile-requested-at the operator last handled
+	// (`kubectl annotate webapp NAME opkit.dev/reconcile-requested-at="$(date +%s)" --overwrite`).
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
 	// Conditions: Ready, Reconciling, Stalled, Degraded (kstatus-compatible),
 	// and Available mirrored from the Deployment.
 	// +listType=map
