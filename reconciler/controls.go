@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,7 +92,7 @@ func handled(st *conditions.Status, obj client.Object) {
 		return
 	}
 	cur, _, err := st.String(StatusLastHandledReconcileAt)
-	if errors.Is(err, conditions.ErrNoStatusField) || err != nil || cur == v {
+	if err != nil || cur == v { // no such status field (conditions.ErrNoStatusField), or already recorded
 		return
 	}
 	_ = st.SetString(StatusLastHandledReconcileAt, v)
