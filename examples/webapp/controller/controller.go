@@ -99,21 +99,6 @@ func Setup(mgr manager.Manager, o Options) error {
 	return b.Complete()
 }
 
-// declaredSpec reports whether dep (as read) carries what app declares for
-// the Deployment's spec: the replicas (when set) and the web container's
-// image.
-func declaredSpec(app *webappv1.WebApp, dep *appsv1.Deployment) bool {
-	if app.Spec.Replicas != nil && (dep.Spec.Replicas == nil || *dep.Spec.Replicas != *app.Spec.Replicas) {
-		return false
-	}
-	for _, c := range dep.Spec.Template.Spec.Containers {
-		if c.Name == "web" {
-			return c.Image == app.Spec.Image
-		}
-	}
-	return false
-}
-
 // AnnotationEnvHash is the pod template annotation holding a hash of the
 // spec.envFrom ConfigMap's data: a change to the data changes the template,
 // which rolls the pods.
@@ -227,19 +212,17 @@ func status(ctx context.Context, reg *registry.Registry, app *webappv1.WebApp, o
 	app.Status.Selector = labels.SelectorFromSet(Labels(app)).String()
 	app.Status.URL = fmt.Sprintf("http://%s.%s.svc", app.Name, app.Namespace)
 	reg.Register(ctx, key(app), app.Status.URL)
+	// A Deployment written in this reconcile may still be read from the
+	// cache as it was before the write (its old spec and, with it, a status
+	// that looks settled), or not at all: judge it on the next reconcile,
+	// which its own update event triggers.
+	if observed.Changes.Written("Deployment", app.Namespace, app.Name) {
+		app.Status.Phase = "Progressing"
+		return outcome.DependencyNotReady("DeploymentUpdated", "the Deployment was just written; waiting for its controller to observe it", 30*time.Second)
+	}
 	dep := &appsv1.Deployment{}
 	if err := observed.Reader.Get(ctx, client.ObjectKey{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
 		return outcome.Transient("DeploymentUnreadable", err)
-	}
-	// A Deployment written in this reconcile may still be read from the
-	// cache as it was before the write: its old spec and, with it, a status
-	// that looks settled. When what the cache holds is not yet what this
-	// reconcile declared, judge it on the next reconcile, which the write's
-	// own event triggers. (A write that changes only metadata, such as a
-	// shard label, leaves the declared spec in place and is judged now.)
-	if observed.Changes.Written("Deployment", app.Namespace, app.Name) && !declaredSpec(app, dep) {
-		app.Status.Phase = "Progressing"
-		return outcome.DependencyNotReady("DeploymentUpdated", "the Deployment was just written; waiting for its controller to observe it", 30*time.Second)
 	}
 	app.Status.Replicas = dep.Status.Replicas
 	app.Status.ReadyReplicas = dep.Status.ReadyReplicas
