@@ -68,19 +68,6 @@ func (s ChangeSet) Count(a Action) int {
 // Changed reports whether anything was written (any action but Unchanged).
 func (s ChangeSet) Changed() bool { return len(s) != s.Count(Unchanged) }
 
-// Written reports whether the object of this kind (GVK.Kind, any group),
-// namespace and name was created, updated, recreated or deleted. A status
-// function uses it to avoid judging a child it has just written from a
-// cache that may not hold that write yet.
-func (s ChangeSet) Written(kind, namespace, name string) bool {
-	for _, c := range s {
-		if c.Action != Unchanged && c.GVK.Kind == kind && c.Namespace == namespace && c.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // Summary counts the actions, e.g. "created 1, updated 0, unchanged 2,
 // deleted 0", for an event message or a log line.
 func (s ChangeSet) Summary() string {

@@ -208,24 +208,16 @@ func hash(data map[string]string) string {
 
 // status mirrors the Deployment into the WebApp and registers its route.
 func status(ctx context.Context, reg *registry.Registry, app *webappv1.WebApp, observed reconciler.Observed) error {
-	// The scale subresource's selector: the pods' labels, which the Deployment's selector matches.
-	app.Status.Selector = labels.SelectorFromSet(Labels(app)).String()
-	app.Status.URL = fmt.Sprintf("http://%s.%s.svc", app.Name, app.Namespace)
-	reg.Register(ctx, key(app), app.Status.URL)
-	// A Deployment written in this reconcile may still be read from the
-	// cache as it was before the write (its old spec and, with it, a status
-	// that looks settled), or not at all: judge it on the next reconcile,
-	// which its own update event triggers.
-	if observed.Changes.Written("Deployment", app.Namespace, app.Name) {
-		app.Status.Phase = "Progressing"
-		return outcome.DependencyNotReady("DeploymentUpdated", "the Deployment was just written; waiting for its controller to observe it", 30*time.Second)
-	}
 	dep := &appsv1.Deployment{}
 	if err := observed.Reader.Get(ctx, client.ObjectKey{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
 		return outcome.Transient("DeploymentUnreadable", err)
 	}
 	app.Status.Replicas = dep.Status.Replicas
 	app.Status.ReadyReplicas = dep.Status.ReadyReplicas
+	// The scale subresource's selector: the pods' labels, which the Deployment's selector matches.
+	app.Status.Selector = labels.SelectorFromSet(Labels(app)).String()
+	app.Status.URL = fmt.Sprintf("http://%s.%s.svc", app.Name, app.Namespace)
+	reg.Register(ctx, key(app), app.Status.URL)
 
 	// The Deployment's own status must describe its current spec before its
 	// Available condition means anything for ours.
