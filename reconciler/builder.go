@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit/opkit/ensure"
+	"github.com/opkit/opkit/external"
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/phase"
@@ -59,6 +62,8 @@ type Builder[T client.Object] struct {
 	steps      Steps[T]
 	share      *StatusShare
 	shardWired bool
+	extConn    external.Connector[T]
+	extOpts    []external.Option
 	errs       []error
 
 	ensurer    *ensure.Ensurer
@@ -212,6 +217,34 @@ func (b *Builder[T]) Watches(obj client.Object, h handler.EventHandler, opts ...
 // on the object go out in the same status write.
 func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T] {
 	b.finName, b.finOpts = name, opts
+	return b
+}
+
+// External makes each T the owner of one resource in an external system
+// (a cloud API) that connector reaches, managed by an external.Reconciler
+// built with opts on top of what the builder wires (client, event
+// recorder, external.Metrics with [Builder.Observability]):
+//
+//   - Sync: the external resource is observed and created or updated
+//     (crash-safe, see package external) before the children; its
+//     connection details become a Secret child (external.WithConnectionSecret;
+//     Owns(&corev1.Secret{}) is declared for you if missing). A successful
+//     sync asks to be looked at again after the drift poll interval.
+//   - [AnnotationObserveOnly]: the external resource is only observed and
+//     reported in status (external.Reconciler.Observe); nothing is written
+//     to it, no child either. [AnnotationPaused]: nothing at all.
+//   - Deletion: a finalizer step (after the [Builder.Finalizer] steps; the
+//     finalizer is external.FinalizerName when none is declared) deletes the
+//     external resource and lets the finalizer go only once it is verified
+//     gone, or left by its external.Policy.
+//   - The default predicate ignores changes to the annotations the external
+//     package writes (external.AnnotationPrefix): its bookkeeping does not
+//     reconcile the object again.
+func (b *Builder[T]) External(connector external.Connector[T], opts ...external.Option) *Builder[T] {
+	b.extConn, b.extOpts = connector, opts
+	if !slices.ContainsFunc(b.owns, func(o *owned) bool { _, ok := o.obj.(*corev1.Secret); return ok }) {
+		b.Owns(&corev1.Secret{})
+	}
 	return b
 }
 
@@ -486,6 +519,30 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		r.recorder = b.obs.Recorder(b.name)
 		reg = b.obs.Registerer()
 	}
+	if b.extConn != nil {
+		if b.machine != nil || b.workflow != nil {
+			return nil, fmt.Errorf("reconciler %s: External does not combine with Phases or Workflow", b.name)
+		}
+		opts := []external.Option{}
+		if r.recorder != nil {
+			opts = append(opts, external.WithEventRecorder(r.recorder))
+		}
+		if reg != nil {
+			em, err := external.NewMetrics(reg, b.name)
+			if err != nil {
+				return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+			}
+			opts = append(opts, external.WithObserver(em))
+		}
+		ext, err := external.New[T](c, b.name, b.extConn, append(opts, b.extOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
+		}
+		r.external = ext
+		if b.finName == "" {
+			b.finName = external.FinalizerName
+		}
+	}
 	if b.finName != "" {
 		opts := []finalizer.Option{finalizer.WithAPIReader(b.apiReader)}
 		if r.recorder != nil {
@@ -500,6 +557,9 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 			r.finMetrics = fm
 		}
 		opts = append(opts, b.finOpts...)
+		if r.external != nil {
+			opts = append(opts, finalizer.WithStep(ExternalStep, r.externalStep))
+		}
 		if b.workflow != nil {
 			// Last: the caller's steps may still need the children.
 			opts = append(opts, finalizer.WithStep(TeardownStep, r.teardownStep))
@@ -583,6 +643,9 @@ func (b *Builder[T]) Complete() error {
 		return err
 	}
 	first := DefaultPredicate()
+	if r.external != nil {
+		first = defaultPredicate(func(key string) bool { return strings.HasPrefix(key, external.AnnotationPrefix) })
+	}
 	if r.share != nil && r.share.summary() {
 		first = predicate.Or(first, foreignConditionsChanged(r.share))
 	}
@@ -633,10 +696,25 @@ func (b *Builder[T]) Complete() error {
 // Namespace, …: generation stays 0) every update that changes the
 // resourceVersion passes, since their data changes bump no generation.
 func DefaultPredicate() predicate.Predicate {
+	return defaultPredicate(nil)
+}
+
+// defaultPredicate is DefaultPredicate with changes to the annotations
+// ignore selects not counted as changes.
+func defaultPredicate(ignore func(key string) bool) predicate.Predicate {
+	annotations := predicate.Predicate(predicate.AnnotationChangedPredicate{})
+	if ignore != nil {
+		annotations = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return false
+			}
+			return !annotationsEqual(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations(), ignore)
+		}}
+	}
 	return predicate.Or(
 		predicate.GenerationChangedPredicate{},
 		predicate.LabelChangedPredicate{},
-		predicate.AnnotationChangedPredicate{},
+		annotations,
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			if e.ObjectOld == nil || e.ObjectNew == nil {
 				return false
@@ -672,4 +750,29 @@ func guarded[T client.Object](shard *sharding.Shard, newObject func() T, inner r
 // result into your manager.Options.Cache when you set other cache fields.
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// annotationsEqual compares a and b without the keys ignore selects.
+func annotationsEqual(a, b map[string]string, ignore func(string) bool) bool {
+	count := func(m map[string]string) int {
+		n := 0
+		for k := range m {
+			if !ignore(k) {
+				n++
+			}
+		}
+		return n
+	}
+	if count(a) != count(b) {
+		return false
+	}
+	for k, v := range a {
+		if ignore(k) {
+			continue
+		}
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/ensure"
+	"github.com/opkit/opkit/external"
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/outcome"
@@ -102,6 +103,7 @@ type Reconciler[T client.Object] struct {
 	recorder     *observability.Recorder
 	steps        Steps[T]
 	share        *shared
+	external     *external.Reconciler[T]
 }
 
 // Steps are the parts of a reconcile that can be replaced one by one. A nil
@@ -172,6 +174,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !observeOnly {
 		changes, err = r.steps.Sync(ctx, obj)
 		requeue, err = successWait(requeue, err)
+	} else if r.external != nil {
+		_, err = r.external.Observe(ctx, obj)
+		requeue, err = successWait(requeue, err)
 	}
 	if err == nil && r.status != nil {
 		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.reader, owner: obj, children: r})
@@ -238,6 +243,9 @@ func successWait(sooner time.Duration, err error) (time.Duration, error) {
 // forget drops what the metrics remember about an object that is gone.
 func (r *Reconciler[T]) forget(key types.NamespacedName) {
 	r.metrics.ForgetObject(r.name, key)
+	if r.external != nil {
+		r.external.Forget(key)
+	}
 	if r.finMetrics != nil {
 		r.finMetrics.Forget(key)
 	}
@@ -299,14 +307,49 @@ func (r *Reconciler[T]) stepMachine(ctx context.Context, req reconcile.Request, 
 }
 
 func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, error) {
-	if r.desired == nil {
+	var extra []client.Object
+	var wait error // the external resource's outcome.RequeueAfter
+	if r.external != nil {
+		res, err := r.external.Sync(ctx, obj)
+		if c := outcome.Classify(err); c.Class != outcome.ClassSuccess {
+			return nil, err // children wait: nothing is pruned on a failed sync
+		}
+		wait = err
+		if s := r.external.ConnectionSecret(obj, res); s != nil {
+			extra = append(extra, s)
+		}
+	}
+	if r.desired == nil && r.external == nil {
 		return nil, nil
 	}
-	desired, err := r.desired(ctx, obj)
-	if err != nil {
-		return nil, err
+	var desired []client.Object
+	if r.desired != nil {
+		var err error
+		if desired, err = r.desired(ctx, obj); err != nil {
+			return nil, err
+		}
 	}
-	return r.ensurer.Ensure(ctx, obj, desired...)
+	cs, err := r.ensurer.Ensure(ctx, obj, append(desired, extra...)...)
+	if err != nil {
+		return cs, err
+	}
+	return cs, wait
+}
+
+// ExternalStep is the name of the finalizer step that deletes the external
+// resource of [Builder.External].
+const ExternalStep = "external"
+
+// externalStep deletes the external resource; done once it is verified gone.
+func (r *Reconciler[T]) externalStep(ctx context.Context, obj T) (finalizer.StepResult, error) {
+	d, err := r.external.Delete(ctx, obj)
+	if err != nil {
+		return finalizer.StepResult{}, err
+	}
+	if d.Gone {
+		return finalizer.Done(), nil
+	}
+	return finalizer.RequeueAfter(d.RequeueAfter), nil
 }
 
 func (r *Reconciler[T]) get(ctx context.Context, key types.NamespacedName, obj T) error {

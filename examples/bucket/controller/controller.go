@@ -1,18 +1,21 @@
 // Package controller is the bucket example operator's logic: a Bucket
 // (storage.example.com/v1) becomes a bucket in the cloud API of package
-// cloud, plus a connection Secret, composed from opkit's packages through
-// the reconciler builder:
+// cloud, plus a connection Secret. The cloud-resource lifecycle is opkit's
+// external package, plugged into the reconciler builder; this package is
+// only the cloud client (observe, create, update, delete a bucket) and the
+// classification of its errors:
 //
-//   - finalizer: the cloud bucket is deleted, and the finalizer removed only
-//     once a GET says 404;
 //   - crash-safe create: the external name and a create-pending marker are
 //     written to the Bucket before the cloud call, with a request token
 //     derived from the Bucket's UID, so a create interrupted at any point is
-//     found, not repeated;
-//   - outcome: quota and naming errors are Terminal (Stalled, no retry), 5xx
-//     and timeouts Transient (backoff), 429 waits the server's Retry-After;
-//   - ensure: the connection Secret (endpoint, bucket credentials) is owned
-//     by the Bucket; credentials never reach status or events;
+//     found, not repeated (external.AnnotationCreatePending);
+//   - deletion: the cloud bucket is deleted, and the finalizer removed only
+//     once a GET says 404; deletionPolicy Orphan leaves it;
+//   - errors: quota and naming errors are Terminal (Stalled, no retry), 5xx
+//     and timeouts back off, 429 closes the endpoint for every Bucket until
+//     the server's Retry-After has passed;
+//   - the connection Secret (endpoint, bucket credentials) is owned by the
+//     Bucket; credentials never reach status, events or logs;
 //   - drift: a Ready Bucket is looked at again every resync interval, and a
 //     change made in the cloud is set back with a DriftCorrected event.
 package controller
@@ -25,25 +28,22 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/ensure"
 	storagev1 "github.com/opkit/opkit/examples/bucket/api/v1"
 	"github.com/opkit/opkit/examples/bucket/cloud"
-	"github.com/opkit/opkit/finalizer"
+	"github.com/opkit/opkit/external"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/reconciler"
@@ -74,22 +74,31 @@ const (
 // exists and matches its spec.
 const ReasonAvailable = "BucketAvailable"
 
-// Event reasons the controller emits, besides the reconciler's.
+// Event reasons the controller's Buckets get (from package external),
+// besides the reconciler's.
 const (
 	// ReasonCreated (Normal): the cloud bucket was created.
-	ReasonCreated = "BucketCreated"
+	ReasonCreated = external.ReasonCreated
 	// ReasonCreateRecovered (Normal): a create interrupted before its result
 	// was recorded had succeeded; the bucket was found by its name and
 	// request token and not created again.
-	ReasonCreateRecovered = "CreateRecovered"
+	ReasonCreateRecovered = external.ReasonCreateRecovered
 	// ReasonUpdated (Normal): the cloud bucket was changed to a new spec.
-	ReasonUpdated = "BucketUpdated"
+	ReasonUpdated = external.ReasonUpdated
 	// ReasonDriftCorrected (Warning): the cloud bucket had been changed (or
 	// deleted) outside Kubernetes and was set back to the spec.
-	ReasonDriftCorrected = "DriftCorrected"
+	ReasonDriftCorrected = external.ReasonDriftCorrected
 	// ReasonOrphaned (Normal): deletionPolicy Orphan left the cloud bucket.
-	ReasonOrphaned = "BucketOrphaned"
+	ReasonOrphaned = external.ReasonOrphaned
 )
+
+// The Bucket API names the markers; they must be the external package's.
+var _ = map[bool]struct{}{
+	storagev1.AnnotationExternalName == external.AnnotationExternalName &&
+		storagev1.AnnotationCreatePending == external.AnnotationCreatePending &&
+		storagev1.AnnotationCreateSucceeded == external.AnnotationCreateSucceeded: {},
+	false: {}, // a compile error (duplicate key) if they differ
+}
 
 // Options configure [Setup].
 type Options struct {
@@ -108,6 +117,10 @@ type Options struct {
 	// DeletePollInterval is how often a deleting bucket is checked for being
 	// gone (default 2s).
 	DeletePollInterval time.Duration
+	// CallsPerSecond, when positive, limits the calls of all Buckets of one
+	// account (credentials Secret) to this rate, in bursts of CallBurst.
+	CallsPerSecond float64
+	CallBurst      int
 	// Concurrency is MaxConcurrentReconciles (default 4).
 	Concurrency int
 	// HTTPClient calls the cloud (default: http.DefaultTransport).
@@ -135,28 +148,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-type bucketController struct {
-	client      client.Client
-	apiReader   client.Reader
-	ensurer     *ensure.Ensurer
-	events      *observability.Recorder
-	endpoint    string
-	defaults    types.NamespacedName
-	http        *http.Client
-	gate        *cloud.RetryGate
-	callTimeout time.Duration
-	poll        time.Duration
-	resync      time.Duration
-	afterCreate func(context.Context, *storagev1.Bucket, *cloud.Bucket) error
-	// readyAt remembers, per Bucket UID, the generation this process last
-	// found in sync and marked Ready. A resync can read the Bucket from a
-	// cache that has not yet caught up with that status write (the resync
-	// interval is short, watch delivery under load is not); without this,
-	// drift made right after the Bucket went Ready would be reported as an
-	// ordinary update.
-	readyAt sync.Map // types.UID -> int64
-}
-
 // Setup registers the bucket controller with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	if o.CloudEndpoint == "" {
@@ -177,32 +168,26 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{}
 	}
-	c := &bucketController{
-		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), endpoint: o.CloudEndpoint, defaults: o.DefaultCredentials,
-		http: o.HTTPClient, gate: cloud.NewRetryGate(), callTimeout: o.CallTimeout, poll: o.DeletePollInterval,
-		afterCreate: o.AfterExternalCreate,
-	}
-	if obs := o.Observability; obs != nil {
-		c.client, c.events = obs.Client(c.client), obs.Recorder(Name)
-	} else {
-		c.events = observability.NewRecorder(mgr.GetEventRecorder(Name))
-	}
-	c.resync = o.ResyncInterval
-	b := reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
-		Owns(&corev1.Secret{}).
-		Finalizer(FinalizerName, finalizer.WithStep("delete-bucket", c.deleteBucket)).
+	conn := &connector{apiReader: mgr.GetAPIReader(), o: o}
+	return reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
+		Finalizer(FinalizerName).
+		External(conn,
+			external.WithExternalName(ExternalName),
+			external.WithClassifier(external.ClassifierFn(Classify)),
+			external.WithLimiter(external.NewLimiter(o.CallsPerSecond, o.CallBurst)),
+			external.WithEndpoint(conn.endpoint),
+			external.WithPolicy(func(b *storagev1.Bucket) external.Policy {
+				return external.Policy{Orphan: b.Spec.DeletionPolicy == storagev1.DeletionOrphan}
+			}),
+			external.WithConnectionSecret(ConnectionSecretName),
+			external.WithPollInterval(o.ResyncInterval),
+			external.WithProgressPollInterval(o.DeletePollInterval),
+		).
+		Status(func(_ context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
+			return conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region))
+		}).
 		Observability(o.Observability).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency})
-	// The cloud calls come before the connection Secret can be declared, so
-	// Sync is the controller's own; it writes the Secret through the
-	// builder's Ensurer (prune and owner index of the Owns kinds wired).
-	ens, err := b.Ensurer()
-	if err != nil {
-		return err
-	}
-	c.ensurer = ens
-	return b.WithSteps(reconciler.Steps[*storagev1.Bucket]{Sync: c.sync}).
-		Status(c.status).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency}).
 		Complete()
 }
 
@@ -233,219 +218,37 @@ func ExternalName(b *storagev1.Bucket) string {
 	return base + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// RequestToken is the create request token (Idempotency-Key) of b: the same
-// for every attempt of every process, so a retried create returns the bucket
-// an earlier attempt made, and a bucket is recognised as b's by it.
-func RequestToken(b *storagev1.Bucket) string { return "bucket-" + string(b.UID) }
+// RequestToken is the create request token (Idempotency-Key) of b: the
+// external package's token (b's UID) with a prefix, the same for every
+// attempt of every process, so a retried create returns the bucket an
+// earlier attempt made, and a bucket is recognised as b's by it.
+func RequestToken(b *storagev1.Bucket) string { return "bucket-" + external.Token(b) }
 
 // ConnectionSecretName is the name of b's connection Secret.
 func ConnectionSecretName(b *storagev1.Bucket) string { return b.Name + "-connection" }
 
-// sync makes the cloud bucket match b and ensures the connection Secret.
-func (c *bucketController) sync(ctx context.Context, b *storagev1.Bucket) (ensure.ChangeSet, error) {
-	cl, err := c.cloudClient(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	name := b.Annotations[storagev1.AnnotationExternalName]
-	switch {
-	case name == "":
-		// Fix the name, and say a create may follow, before any cloud call.
-		name = ExternalName(b)
-		if err := c.annotate(ctx, b, map[string]string{
-			storagev1.AnnotationExternalName:  name,
-			storagev1.AnnotationCreatePending: now(),
-		}); err != nil {
-			return nil, err
-		}
-	case b.Spec.BucketName != "" && b.Spec.BucketName != name:
-		return nil, outcome.Terminal("ExternalNameMismatch", fmt.Errorf("spec.bucketName %q differs from the recorded external name %q", b.Spec.BucketName, name))
-	}
-
-	ext, err := c.observe(ctx, cl, name)
-	if err != nil {
-		return nil, err
-	}
-	if ext == nil {
-		if ext, err = c.create(ctx, cl, b, name); err != nil {
-			return nil, err
-		}
-	} else if err := c.recognise(ctx, b, ext); err != nil {
-		return nil, err
-	}
-	if ext, err = c.correct(ctx, cl, b, ext); err != nil {
-		return nil, err
-	}
-
-	b.Status.ExternalName, b.Status.Endpoint, b.Status.ConnectionSecretName = ext.Name, ext.Endpoint, ConnectionSecretName(b)
-	return c.ensurer.Ensure(ctx, b, connectionSecret(b, ext))
+// connector makes a cloud client with b's credentials.
+type connector struct {
+	apiReader client.Reader
+	o         Options
 }
 
-// observe returns the cloud bucket, or nil when it does not exist.
-func (c *bucketController) observe(ctx context.Context, cl *cloud.Client, name string) (*cloud.Bucket, error) {
-	ctx, done := observability.StartExternal(ctx, "cloud.GetBucket")
-	ext, err := cl.Get(ctx, name)
-	done(err)
-	switch {
-	case cloud.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, classify(err)
-	}
-	return ext, nil
+// endpoint is the Limiter key of b: the cloud's limits are per account.
+func (c *connector) endpoint(b *storagev1.Bucket) string {
+	return c.o.CloudEndpoint + "|" + c.credentialsKey(b).String()
 }
 
-// create creates the bucket with b's request token. The pending marker is on
-// the object before the call; the succeeded marker replaces it right after.
-func (c *bucketController) create(ctx context.Context, cl *cloud.Client, b *storagev1.Bucket, name string) (*cloud.Bucket, error) {
-	existedBefore := b.Annotations[storagev1.AnnotationCreateSucceeded] != ""
-	if b.Annotations[storagev1.AnnotationCreatePending] == "" {
-		if err := c.annotate(ctx, b, map[string]string{storagev1.AnnotationCreatePending: now()}, storagev1.AnnotationCreateSucceeded); err != nil {
-			return nil, err
-		}
-	}
-	cctx, done := observability.StartExternal(ctx, "cloud.CreateBucket")
-	ext, err := cl.Create(cctx, cloud.CreateRequest{
-		Name: name, Region: b.Spec.Region, Versioning: b.Spec.Versioning, QuotaClass: quotaClass(b),
-	}, RequestToken(b))
-	done(err)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if c.afterCreate != nil {
-		if err := c.afterCreate(ctx, b, ext); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.annotate(ctx, b, map[string]string{storagev1.AnnotationCreateSucceeded: now()}, storagev1.AnnotationCreatePending); err != nil {
-		return nil, err
-	}
-	if existedBefore {
-		c.events.Eventf(b, nil, corev1.EventTypeWarning, ReasonDriftCorrected, reconciler.ActionReconcile, "cloud bucket %s was deleted outside Kubernetes; created it again", name)
-	} else {
-		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonCreated, reconciler.ActionReconcile, "created cloud bucket %s in %s", name, b.Spec.Region)
-	}
-	return ext, nil
-}
-
-// recognise checks that an existing bucket is b's, and completes the record
-// of a create that was interrupted after the cloud made the bucket.
-func (c *bucketController) recognise(ctx context.Context, b *storagev1.Bucket, ext *cloud.Bucket) error {
-	if ext.ClientToken != RequestToken(b) {
-		return outcome.Terminal("BucketNameTaken", fmt.Errorf("cloud bucket %q exists but was not created for this Bucket (uid %s)", ext.Name, b.UID))
-	}
-	if ext.State == cloud.StateDeleting {
-		return outcome.DependencyNotReady("BucketBeingDeleted", fmt.Sprintf("cloud bucket %s is being deleted outside Kubernetes; it is created again once gone", ext.Name), c.poll)
-	}
-	if b.Annotations[storagev1.AnnotationCreateSucceeded] == "" {
-		if err := c.annotate(ctx, b, map[string]string{storagev1.AnnotationCreateSucceeded: now()}, storagev1.AnnotationCreatePending); err != nil {
-			return err
-		}
-		log.FromContext(ctx).Info("found the bucket of an interrupted create; not creating another", "bucket", ext.Name)
-		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonCreateRecovered, reconciler.ActionReconcile, "found cloud bucket %s made by an interrupted create (same request token); not creating another", ext.Name)
-	}
-	return nil
-}
-
-// correct sets the cloud bucket's mutable fields to b's spec. A difference
-// on a Bucket whose status already described this generation as Ready was
-// made outside Kubernetes: that is drift, reported as DriftCorrected.
-func (c *bucketController) correct(ctx context.Context, cl *cloud.Client, b *storagev1.Bucket, ext *cloud.Bucket) (*cloud.Bucket, error) {
-	if ext.Region != b.Spec.Region {
-		return nil, outcome.Terminal("RegionMismatch", fmt.Errorf("cloud bucket %s is in %s, the spec says %s; region cannot change", ext.Name, ext.Region, b.Spec.Region))
-	}
-	var req cloud.UpdateRequest
-	var diffs []string
-	if ext.Versioning != b.Spec.Versioning {
-		req.Versioning = &b.Spec.Versioning
-		diffs = append(diffs, fmt.Sprintf("versioning %t→%t", ext.Versioning, b.Spec.Versioning))
-	}
-	if q := quotaClass(b); ext.QuotaClass != q {
-		req.QuotaClass = &q
-		diffs = append(diffs, fmt.Sprintf("quotaClass %s→%s", ext.QuotaClass, q))
-	}
-	if len(diffs) == 0 {
-		return ext, nil
-	}
-	last, _ := c.readyAt.Load(b.UID)
-	drift := b.Status.ObservedGeneration == b.Generation && conditions.IsTrue(b, conditions.Ready) || last == b.Generation
-	ctx, done := observability.StartExternal(ctx, "cloud.UpdateBucket")
-	updated, err := cl.Update(ctx, ext.Name, req)
-	done(err)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if drift {
-		log.FromContext(ctx).Info("corrected drift made outside Kubernetes", "bucket", ext.Name, "changes", diffs)
-		c.events.Eventf(b, nil, corev1.EventTypeWarning, ReasonDriftCorrected, reconciler.ActionReconcile, "cloud bucket %s was changed outside Kubernetes; set back: %s", ext.Name, strings.Join(diffs, ", "))
-	} else {
-		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonUpdated, reconciler.ActionReconcile, "updated cloud bucket %s: %s", ext.Name, strings.Join(diffs, ", "))
-	}
-	return updated, nil
-}
-
-// status marks b Ready and asks to look at it again after the resync
-// interval: drift made in the cloud sends Kubernetes no event. Only a
-// reconcile that reached this step (a live bucket in sync) asks for it: a
-// Stalled Bucket stays quiet, a deleted one is not polled. The requeue is a
-// success (outcome.RequeueAfter): Reconciling stays False, kstatus Current.
-func (c *bucketController) status(_ context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
-	c.readyAt.Store(b.UID, b.Generation)
-	if err := conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region)); err != nil {
-		return err
-	}
-	return outcome.RequeueAfter(c.resync)
-}
-
-// deleteBucket is the finalizer step: it deletes b's cloud bucket and is
-// Done only when a GET says it is gone. A bucket that is not b's (another
-// request token or account) is never deleted.
-func (c *bucketController) deleteBucket(ctx context.Context, b *storagev1.Bucket) (finalizer.StepResult, error) {
-	c.readyAt.Delete(b.UID)
-	name := b.Annotations[storagev1.AnnotationExternalName]
-	if name == "" {
-		return finalizer.Done(), nil // no create was ever attempted
-	}
-	if b.Spec.DeletionPolicy == storagev1.DeletionOrphan {
-		c.events.Eventf(b, nil, corev1.EventTypeNormal, ReasonOrphaned, reconciler.ActionReconcile, "deletionPolicy Orphan: cloud bucket %s is left in place", name)
-		return finalizer.Done(), nil
-	}
-	cl, err := c.cloudClient(ctx, b)
-	if err != nil {
-		return finalizer.StepResult{}, err
-	}
-	gctx, done := observability.StartExternal(ctx, "cloud.GetBucket")
-	ext, err := cl.Get(gctx, name)
-	done(err)
-	switch {
-	case cloud.IsNotFound(err):
-		return finalizer.Done(), nil // verified gone
-	case cloud.CodeOf(err) == cloud.CodeAccessDenied:
-		return finalizer.Done(), nil // another account's bucket: never ours to delete
-	case err != nil:
-		return finalizer.StepResult{}, classify(err)
-	case ext.ClientToken != RequestToken(b):
-		log.FromContext(ctx).Info("cloud bucket was not created for this Bucket; leaving it", "bucket", name)
-		return finalizer.Done(), nil
-	case ext.State == cloud.StateDeleting:
-		return finalizer.RequeueAfter(c.poll), nil
-	}
-	dctx, done := observability.StartExternal(ctx, "cloud.DeleteBucket")
-	err = cl.Delete(dctx, name)
-	done(err)
-	if err != nil && !cloud.IsNotFound(err) {
-		return finalizer.StepResult{}, classify(err)
-	}
-	return finalizer.RequeueAfter(c.poll), nil // look again: done only once a GET says 404
-}
-
-// cloudClient reads b's credentials (live: Secrets other than the
-// connection Secrets are not cached) and returns a client for them.
-func (c *bucketController) cloudClient(ctx context.Context, b *storagev1.Bucket) (*cloud.Client, error) {
-	key := c.defaults
+func (c *connector) credentialsKey(b *storagev1.Bucket) types.NamespacedName {
 	if ref := b.Spec.CredentialsSecretRef; ref != nil {
-		key = types.NamespacedName{Namespace: b.Namespace, Name: ref.Name}
+		return types.NamespacedName{Namespace: b.Namespace, Name: ref.Name}
 	}
+	return c.o.DefaultCredentials
+}
+
+// Connect reads b's credentials (live: Secrets other than the connection
+// Secrets are not cached) and returns a client for them.
+func (c *connector) Connect(ctx context.Context, b *storagev1.Bucket) (external.Client[*storagev1.Bucket], error) {
+	key := c.credentialsKey(b)
 	if key.Name == "" {
 		return nil, outcome.Terminal("NoCredentials", errors.New("spec.credentialsSecretRef is not set and the operator has no default credentials"))
 	}
@@ -461,82 +264,146 @@ func (c *bucketController) cloudClient(ctx context.Context, b *storagev1.Bucket)
 		return nil, outcome.DependencyNotReady("CredentialsIncomplete",
 			fmt.Sprintf("credentials Secret %s needs the keys %s and %s", key, CredentialsAccessKeyID, CredentialsSecretAccessKey), 30*time.Second)
 	}
-	cl, err := cloud.NewClient(c.endpoint, creds, cloud.WithHTTPClient(c.http), cloud.WithTimeout(c.callTimeout), cloud.WithRetryGate(c.gate))
+	cl, err := cloud.NewClient(c.o.CloudEndpoint, creds, cloud.WithHTTPClient(c.o.HTTPClient), cloud.WithTimeout(c.o.CallTimeout))
 	if err != nil {
 		return nil, outcome.Terminal("InvalidCloudEndpoint", err)
 	}
-	return cl, nil
+	return &bucketClient{cl: cl, afterCreate: c.o.AfterExternalCreate}, nil
 }
 
-// annotate sets and removes annotations on b with an optimistic-lock merge
-// patch, so a marker is never written over a newer object; b is updated
-// from the answer.
-func (c *bucketController) annotate(ctx context.Context, b *storagev1.Bucket, set map[string]string, remove ...string) error {
-	orig := b.DeepCopy()
-	anns := b.GetAnnotations()
-	if anns == nil {
-		anns = map[string]string{}
+// bucketClient is the external.Client of Buckets.
+type bucketClient struct {
+	cl          *cloud.Client
+	afterCreate func(context.Context, *storagev1.Bucket, *cloud.Bucket) error
+}
+
+// Observe reads the bucket and compares it with b's spec.
+func (c *bucketClient) Observe(ctx context.Context, b *storagev1.Bucket, name string) (external.Observation, error) {
+	if b.Spec.BucketName != "" && b.Spec.BucketName != name {
+		return external.Observation{}, outcome.Terminal("ExternalNameMismatch", fmt.Errorf("spec.bucketName %q differs from the recorded external name %q", b.Spec.BucketName, name))
 	}
-	for k, v := range set {
-		anns[k] = v
+	ext, err := c.cl.Get(ctx, name)
+	switch {
+	case cloud.IsNotFound(err):
+		return external.Observation{}, nil
+	case cloud.CodeOf(err) == cloud.CodeAccessDenied:
+		return external.Observation{Exists: true, Foreign: true}, nil // another account's
+	case err != nil:
+		return external.Observation{}, err
+	case ext.ClientToken != RequestToken(b):
+		return external.Observation{Exists: true, Foreign: true}, nil
+	case ext.State == cloud.StateDeleting:
+		return external.Observation{Exists: true, Deleting: true}, nil
+	case ext.Region != b.Spec.Region:
+		return external.Observation{}, outcome.Terminal("RegionMismatch", fmt.Errorf("cloud bucket %s is in %s, the spec says %s; region cannot change", ext.Name, ext.Region, b.Spec.Region))
 	}
-	for _, k := range remove {
-		delete(anns, k)
+	setStatus(b, ext)
+	_, diffs := updateFor(b, ext)
+	return external.Observation{
+		Exists: true, UpToDate: len(diffs) == 0, Diff: strings.Join(diffs, ", "),
+		ConnectionDetails: connectionDetails(ext),
+	}, nil
+}
+
+// Create creates the bucket with b's request token.
+func (c *bucketClient) Create(ctx context.Context, b *storagev1.Bucket, req external.CreateRequest) (external.Creation, error) {
+	ext, err := c.cl.Create(ctx, cloud.CreateRequest{
+		Name: req.Name, Region: b.Spec.Region, Versioning: b.Spec.Versioning, QuotaClass: quotaClass(b),
+	}, "bucket-"+req.Token)
+	if err != nil {
+		return external.Creation{}, err
 	}
-	b.SetAnnotations(anns)
-	if err := c.client.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("record annotations on %s/%s: %w", b.Namespace, b.Name, err)
+	if c.afterCreate != nil {
+		if err := c.afterCreate(ctx, b, ext); err != nil {
+			return external.Creation{}, err
+		}
+	}
+	setStatus(b, ext)
+	return external.Creation{ConnectionDetails: connectionDetails(ext)}, nil
+}
+
+// Update sets the bucket's mutable fields to b's spec.
+func (c *bucketClient) Update(ctx context.Context, b *storagev1.Bucket, name string) (external.Update, error) {
+	ext, err := c.cl.Get(ctx, name)
+	if err != nil {
+		return external.Update{}, err
+	}
+	req, _ := updateFor(b, ext)
+	if ext, err = c.cl.Update(ctx, name, req); err != nil {
+		return external.Update{}, err
+	}
+	setStatus(b, ext)
+	return external.Update{ConnectionDetails: connectionDetails(ext)}, nil
+}
+
+// Delete starts deleting the bucket.
+func (c *bucketClient) Delete(ctx context.Context, _ *storagev1.Bucket, name string) error {
+	if err := c.cl.Delete(ctx, name); err != nil && !cloud.IsNotFound(err) {
+		return err
 	}
 	return nil
 }
 
-// classify maps a cloud error onto opkit's outcome classes.
-func classify(err error) error {
+// updateFor returns the update that sets ext to b's spec, and the
+// differences as "field old→new".
+func updateFor(b *storagev1.Bucket, ext *cloud.Bucket) (cloud.UpdateRequest, []string) {
+	var req cloud.UpdateRequest
+	var diffs []string
+	if ext.Versioning != b.Spec.Versioning {
+		req.Versioning = &b.Spec.Versioning
+		diffs = append(diffs, fmt.Sprintf("versioning %t→%t", ext.Versioning, b.Spec.Versioning))
+	}
+	if q := quotaClass(b); ext.QuotaClass != q {
+		req.QuotaClass = &q
+		diffs = append(diffs, fmt.Sprintf("quotaClass %s→%s", ext.QuotaClass, q))
+	}
+	return req, diffs
+}
+
+func setStatus(b *storagev1.Bucket, ext *cloud.Bucket) {
+	b.Status.ExternalName, b.Status.Endpoint, b.Status.ConnectionSecretName = ext.Name, ext.Endpoint, ConnectionSecretName(b)
+}
+
+func connectionDetails(ext *cloud.Bucket) external.ConnectionDetails {
+	return external.ConnectionDetails{
+		ConnectionEndpoint:        []byte(ext.Endpoint),
+		ConnectionBucket:          []byte(ext.Name),
+		ConnectionRegion:          []byte(ext.Region),
+		ConnectionAccessKeyID:     []byte(ext.AccessKeyID),
+		ConnectionSecretAccessKey: []byte(ext.SecretAccessKey),
+	}
+}
+
+// Classify maps a cloud error onto the external package's kinds: quota and
+// naming errors are Terminal, 429 Throttled with the server's Retry-After,
+// 5xx and unreachable endpoints Retryable. The code is the cloud's error
+// code (a fixed set).
+func Classify(err error) external.Failure {
 	var ce *cloud.Error
 	if !errors.As(err, &ce) {
+		if outcome.Classify(err).Class != outcome.ClassTransient {
+			return external.Failure{} // already an outcome (credentials, names)
+		}
 		// Timeouts, refused connections, cancelled calls: try again with backoff.
-		return outcome.Transient("CloudUnreachable", err)
+		return external.Failure{Kind: external.Retryable, Code: "CloudUnreachable"}
 	}
 	switch {
 	case ce.StatusCode == http.StatusTooManyRequests:
-		// outcome honours Retry-After only for API-server statuses; a foreign
-		// API's is a fixed wait, which DependencyNotReady expresses exactly
-		// (and the client refuses to call before it passes anyway).
-		return outcome.DependencyNotReady("RateLimited", err.Error(), max(ce.RetryAfter, time.Second))
-	case ce.Code == cloud.CodeQuotaExceeded:
-		return outcome.Terminal("QuotaExceeded", err)
-	case ce.Code == cloud.CodeInvalidBucketName:
-		return outcome.Terminal("InvalidBucketName", err)
+		return external.Failure{Kind: external.Throttled, Code: cloud.CodeSlowDown, RetryAfter: ce.RetryAfter}
+	case ce.Code == cloud.CodeQuotaExceeded, ce.Code == cloud.CodeInvalidBucketName:
+		return external.Failure{Kind: external.Terminal, Code: ce.Code}
 	case ce.Code == cloud.CodeBucketAlreadyExists, ce.Code == cloud.CodeAccessDenied:
-		return outcome.Terminal("BucketNameTaken", err)
+		return external.Failure{Kind: external.Terminal, Code: "BucketNameTaken"}
 	case ce.Code == cloud.CodeInvalidAccessKey:
-		return outcome.DependencyNotReady("CredentialsRejected", err.Error(), 30*time.Second)
+		return external.Failure{Kind: external.Retryable, Code: "CredentialsRejected"}
 	case ce.Code == cloud.CodeOperationAborted:
-		return outcome.DependencyNotReady("BucketBeingDeleted", err.Error(), 2*time.Second)
+		return external.Failure{Kind: external.Retryable, Code: "BucketBeingDeleted"}
 	case ce.StatusCode >= 500:
-		return outcome.Transient("CloudUnavailable", err)
+		return external.Failure{Kind: external.Retryable, Code: "CloudUnavailable"}
 	case ce.StatusCode >= 400:
-		return outcome.Terminal("CloudRejected", err)
+		return external.Failure{Kind: external.Terminal, Code: "CloudRejected"}
 	}
-	return outcome.Transient("CloudError", err)
-}
-
-func connectionSecret(b *storagev1.Bucket, ext *cloud.Bucket) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: b.Namespace, Name: ConnectionSecretName(b),
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "opkit-bucket", "storage.example.com/bucket": b.Name},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{
-			ConnectionEndpoint:        []byte(ext.Endpoint),
-			ConnectionBucket:          []byte(ext.Name),
-			ConnectionRegion:          []byte(ext.Region),
-			ConnectionAccessKeyID:     []byte(ext.AccessKeyID),
-			ConnectionSecretAccessKey: []byte(ext.SecretAccessKey),
-		},
-	}
+	return external.Failure{Kind: external.Retryable, Code: "CloudError"}
 }
 
 func quotaClass(b *storagev1.Bucket) string {
@@ -545,5 +412,3 @@ func quotaClass(b *storagev1.Bucket) string {
 	}
 	return b.Spec.QuotaClass
 }
-
-func now() string { return time.Now().UTC().Format(time.RFC3339) }

@@ -4,7 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Annotations the operator writes on a Bucket to make its external create
+// Annotations the operator (opkit's external package, whose constants of
+// the same names these are) writes on a Bucket to make its external create
 // crash-safe. They are written to the API server BEFORE the cloud call they
 // describe (external-name, create-pending) or right after it returned
 // (create-succeeded), so a process that dies between the cloud's answer and
@@ -13,16 +14,16 @@ import (
 const (
 	// AnnotationExternalName is the bucket's name in the cloud, fixed before
 	// the first create and never changed afterwards.
-	AnnotationExternalName = "storage.example.com/external-name"
+	AnnotationExternalName = "external.opkit.dev/name"
 	// AnnotationCreatePending holds the RFC 3339 time a create was about to
 	// be sent. While it is present without AnnotationCreateSucceeded, the
 	// bucket may or may not exist: the next reconcile looks it up by name and
 	// request token before creating.
-	AnnotationCreatePending = "storage.example.com/external-create-pending"
+	AnnotationCreatePending = "external.opkit.dev/create-pending"
 	// AnnotationCreateSucceeded holds the RFC 3339 time the operator knew the
 	// bucket existed (its create returned, or a lookup found it after an
 	// interrupted create). It replaces AnnotationCreatePending.
-	AnnotationCreateSucceeded = "storage.example.com/external-create-succeeded"
+	AnnotationCreateSucceeded = "external.opkit.dev/create-succeeded"
 )
 
 // DeletionPolicy says what happens to the cloud bucket when its Bucket is deleted.
