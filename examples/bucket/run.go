@@ -28,6 +28,7 @@ import (
 	"github.com/opkit/opkit/examples/bucket/config"
 	"github.com/opkit/opkit/examples/bucket/controller"
 	"github.com/opkit/opkit/examples/internal/examplecmd"
+	"github.com/opkit/opkit/external"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 )
@@ -181,11 +182,17 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	copts := controller.Options{CloudEndpoint: endpoint, DefaultCredentials: defaults, Observability: obs, ResyncInterval: o.resync}
+	// One limiter for both controllers: the cloud's rate limit is the
+	// account's, whichever kind of resource the calls are about.
+	copts := controller.Options{CloudEndpoint: endpoint, DefaultCredentials: defaults, Observability: obs, ResyncInterval: o.resync,
+		Limiter: external.NewLimiter(15, 30)}
 	if embedded {
 		copts.DeletePollInterval = 300 * time.Millisecond
 	}
 	if err := controller.Setup(mgr, copts); err != nil {
+		return err
+	}
+	if err := controller.SetupQueues(mgr, copts); err != nil {
 		return err
 	}
 

@@ -1,5 +1,6 @@
 // Package cloud is the bucket example's stand-in for a cloud provider's
-// object-storage API: a small HTTP server ([Server]) and its client
+// object-storage API (and a message-queue API beside it, for a second
+// operator on the same account): a small HTTP server ([Server]) and its client
 // ([Client]). It is real enough to exercise what makes cloud-resource
 // operators hard, and deterministic enough to test them:
 //
@@ -32,6 +33,10 @@
 //	GET    /v1/buckets/{name}   GetBucket                              200 / 404 NoSuchBucket
 //	PATCH  /v1/buckets/{name}   UpdateBucket                           200
 //	DELETE /v1/buckets/{name}   DeleteBucket                           202
+//	POST   /v1/queues           CreateQueue (Idempotency-Key header)   201, or 200 on replay
+//	GET    /v1/queues/{name}    GetQueue                               200 / 404 NoSuchQueue
+//	PATCH  /v1/queues/{name}    UpdateQueue                            200
+//	DELETE /v1/queues/{name}    DeleteQueue (gone at once)             204
 //	POST   /admin/faults        inject faults (see [Faults])           204
 //	GET    /admin/calls         the call log                           200
 //

@@ -121,7 +121,7 @@ type Call struct {
 	At time.Time `json:"at"`
 	// Op is one of the Op constants, or "Unknown".
 	Op string `json:"op"`
-	// Bucket is the bucket named in the path or the create body, if any.
+	// Bucket is the bucket (or queue) named in the path or the create body, if any.
 	Bucket    string `json:"bucket,omitempty"`
 	AccessKey string `json:"accessKey,omitempty"`
 	// Status is the HTTP status of the answer.
@@ -136,7 +136,8 @@ type record struct {
 }
 
 type state struct {
-	Buckets []record `json:"buckets"`
+	Buckets []record      `json:"buckets"`
+	Queues  []queueRecord `json:"queues,omitempty"`
 }
 
 // Option configures [NewServer].
@@ -180,6 +181,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	buckets  map[string]*record
+	queues   map[string]*queueRecord
 	limiters map[string]*tokenBucket
 	latency  time.Duration
 	faults   pending
@@ -203,6 +205,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		accounts:   map[string]string{},
 		maxBuckets: 10,
 		buckets:    map[string]*record{},
+		queues:     map[string]*queueRecord{},
 		limiters:   map[string]*tokenBucket{},
 	}
 	for _, o := range opts {
@@ -222,6 +225,10 @@ func NewServer(opts ...Option) (*Server, error) {
 			for i := range st.Buckets {
 				r := st.Buckets[i]
 				s.buckets[r.Name] = &r
+			}
+			for i := range st.Queues {
+				q := st.Queues[i]
+				s.queues[q.Name] = &q
 			}
 		}
 	}
@@ -264,6 +271,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/buckets/{name}", s.v1(OpGet, s.get))
 	mux.HandleFunc("PATCH /v1/buckets/{name}", s.v1(OpUpdate, s.update))
 	mux.HandleFunc("DELETE /v1/buckets/{name}", s.v1(OpDelete, s.remove))
+	s.routeQueues(mux)
 	mux.HandleFunc("POST /admin/faults", s.adminFaults)
 	mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Calls()) })
 	return mux
@@ -682,6 +690,10 @@ func (s *Server) persistLocked() error {
 		st.Buckets = append(st.Buckets, *r)
 	}
 	sort.Slice(st.Buckets, func(i, j int) bool { return st.Buckets[i].Name < st.Buckets[j].Name })
+	for _, q := range s.queues {
+		st.Queues = append(st.Queues, *q)
+	}
+	sort.Slice(st.Queues, func(i, j int) bool { return st.Queues[i].Name < st.Queues[j].Name })
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,10 +118,11 @@ type Options struct {
 	// DeletePollInterval is how often a deleting bucket is checked for being
 	// gone (default 2s).
 	DeletePollInterval time.Duration
-	// CallsPerSecond, when positive, limits the calls of all Buckets of one
-	// account (credentials Secret) to this rate, in bursts of CallBurst.
-	CallsPerSecond float64
-	CallBurst      int
+	// Limiter paces the cloud calls of every object of one account
+	// (credentials Secret) and honours the cloud's Retry-After across them;
+	// give the same one to Setup and SetupQueues. Nil: a Limiter per
+	// controller with no rate limit, honouring Retry-After.
+	Limiter *external.Limiter
 	// Concurrency is MaxConcurrentReconciles (default 4).
 	Concurrency int
 	// HTTPClient calls the cloud (default: http.DefaultTransport).
@@ -139,12 +141,17 @@ type Options struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // CacheByObject restricts the manager's Secret cache to the connection
-// Secrets this controller writes (by ensure's manager label), so the
-// operator does not hold every Secret of the cluster in memory. Credentials
-// Secrets are read live, when needed. Pass it as cache.Options.ByObject.
+// Secrets the bucket and queue controllers write (by ensure's manager
+// label), so the operator does not hold every Secret of the cluster in
+// memory. Credentials Secrets are read live, when needed. Pass it as
+// cache.Options.ByObject.
 func CacheByObject() map[client.Object]cache.ByObject {
+	req, err := labels.NewRequirement(ensure.LabelManager, selection.In, []string{Name, QueueName})
+	if err != nil {
+		panic(err) // constant, valid input
+	}
 	return map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{ensure.LabelManager: Name})},
+		&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)},
 	}
 }
 
@@ -153,6 +160,31 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.CloudEndpoint == "" {
 		return errors.New("bucket controller: a cloud endpoint is required")
 	}
+	o = defaults(o)
+	conn := &connector{apiReader: mgr.GetAPIReader(), o: o}
+	return reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
+		Finalizer(FinalizerName).
+		External(conn,
+			external.WithExternalName(ExternalName),
+			external.WithClassifier(external.ClassifierFn(Classify)),
+			external.WithLimiter(o.Limiter),
+			external.WithEndpoint(func(b *storagev1.Bucket) string { return conn.endpoint(b.Namespace, b.Spec.CredentialsSecretRef) }),
+			external.WithPolicy(func(b *storagev1.Bucket) external.Policy {
+				return external.Policy{Orphan: b.Spec.DeletionPolicy == storagev1.DeletionOrphan}
+			}),
+			external.WithConnectionSecret(ConnectionSecretName),
+			external.WithPollInterval(o.ResyncInterval),
+			external.WithProgressPollInterval(o.DeletePollInterval),
+		).
+		Status(func(_ context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
+			return conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region))
+		}).
+		Observability(o.Observability).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency}).
+		Complete()
+}
+
+func defaults(o Options) Options {
 	if o.ResyncInterval <= 0 {
 		o.ResyncInterval = time.Minute
 	}
@@ -168,27 +200,10 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{}
 	}
-	conn := &connector{apiReader: mgr.GetAPIReader(), o: o}
-	return reconciler.For(mgr, Name, func() *storagev1.Bucket { return &storagev1.Bucket{} }).
-		Finalizer(FinalizerName).
-		External(conn,
-			external.WithExternalName(ExternalName),
-			external.WithClassifier(external.ClassifierFn(Classify)),
-			external.WithLimiter(external.NewLimiter(o.CallsPerSecond, o.CallBurst)),
-			external.WithEndpoint(conn.endpoint),
-			external.WithPolicy(func(b *storagev1.Bucket) external.Policy {
-				return external.Policy{Orphan: b.Spec.DeletionPolicy == storagev1.DeletionOrphan}
-			}),
-			external.WithConnectionSecret(ConnectionSecretName),
-			external.WithPollInterval(o.ResyncInterval),
-			external.WithProgressPollInterval(o.DeletePollInterval),
-		).
-		Status(func(_ context.Context, b *storagev1.Bucket, _ reconciler.Observed) error {
-			return conditions.MarkReady(b, ReasonAvailable, fmt.Sprintf("cloud bucket %s is available in %s", b.Status.ExternalName, b.Spec.Region))
-		}).
-		Observability(o.Observability).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: o.Concurrency}).
-		Complete()
+	if o.Limiter == nil {
+		o.Limiter = external.NewLimiter(0, 1)
+	}
+	return o
 }
 
 // ExternalName is the cloud name of b: spec.bucketName, else one derived
@@ -233,22 +248,32 @@ type connector struct {
 	o         Options
 }
 
-// endpoint is the Limiter key of b: the cloud's limits are per account.
-func (c *connector) endpoint(b *storagev1.Bucket) string {
-	return c.o.CloudEndpoint + "|" + c.credentialsKey(b).String()
+// endpoint is the Limiter key of an object in namespace ns with the
+// credentials ref: the cloud's limits are per account.
+func (c *connector) endpoint(ns string, ref *storagev1.SecretReference) string {
+	return c.o.CloudEndpoint + "|" + c.credentialsKey(ns, ref).String()
 }
 
-func (c *connector) credentialsKey(b *storagev1.Bucket) types.NamespacedName {
-	if ref := b.Spec.CredentialsSecretRef; ref != nil {
-		return types.NamespacedName{Namespace: b.Namespace, Name: ref.Name}
+func (c *connector) credentialsKey(ns string, ref *storagev1.SecretReference) types.NamespacedName {
+	if ref != nil {
+		return types.NamespacedName{Namespace: ns, Name: ref.Name}
 	}
 	return c.o.DefaultCredentials
 }
 
-// Connect reads b's credentials (live: Secrets other than the connection
-// Secrets are not cached) and returns a client for them.
+// Connect reads b's credentials and returns a client for them.
 func (c *connector) Connect(ctx context.Context, b *storagev1.Bucket) (external.Client[*storagev1.Bucket], error) {
-	key := c.credentialsKey(b)
+	cl, err := c.cloud(ctx, b.Namespace, b.Spec.CredentialsSecretRef)
+	if err != nil {
+		return nil, err
+	}
+	return &bucketClient{cl: cl, afterCreate: c.o.AfterExternalCreate}, nil
+}
+
+// cloud reads the credentials (live: Secrets other than the connection
+// Secrets are not cached) and returns a cloud client for them.
+func (c *connector) cloud(ctx context.Context, ns string, ref *storagev1.SecretReference) (*cloud.Client, error) {
+	key := c.credentialsKey(ns, ref)
 	if key.Name == "" {
 		return nil, outcome.Terminal("NoCredentials", errors.New("spec.credentialsSecretRef is not set and the operator has no default credentials"))
 	}
@@ -268,7 +293,7 @@ func (c *connector) Connect(ctx context.Context, b *storagev1.Bucket) (external.
 	if err != nil {
 		return nil, outcome.Terminal("InvalidCloudEndpoint", err)
 	}
-	return &bucketClient{cl: cl, afterCreate: c.o.AfterExternalCreate}, nil
+	return cl, nil
 }
 
 // bucketClient is the external.Client of Buckets.

@@ -20,7 +20,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Bucket{}, &BucketList{})
+	s.AddKnownTypes(GroupVersion, &Bucket{}, &BucketList{}, &Queue{}, &QueueList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
