@@ -290,6 +290,8 @@ func (r *Reconciler[T]) Sync(ctx context.Context, obj T) (Result, error) {
 	if obs.Deleting {
 		return res, outcome.DependencyNotReady(ReasonNotReady, fmt.Sprintf("external resource %s is being deleted outside Kubernetes; it is created again once gone", name), r.s.progress)
 	}
+	// Judged before late initialisation bumps the generation.
+	drift := !obs.UpToDate && r.wasSynced(obj)
 	if obs.LateInitialized {
 		if err := r.lateInit(ctx, before, obj); err != nil {
 			return res, err
@@ -297,7 +299,6 @@ func (r *Reconciler[T]) Sync(ctx context.Context, obj T) (Result, error) {
 	}
 	res.ConnectionDetails = maps.Clone(obs.ConnectionDetails)
 	if !obs.UpToDate {
-		drift := r.wasSynced(obj)
 		var upd Update
 		if err := r.call(ctx, obj, OpUpdate, func() error {
 			var err error
