@@ -48,6 +48,11 @@
 //     dependency is kept (not pruned), the report lands in T's conditions,
 //     and with a finalizer its last step tears the children down in reverse
 //     dependency order.
+//   - [Builder.External] makes each T the owner of a resource outside
+//     Kubernetes (package external): observed, created crash-safely,
+//     updated, drift-polled and deleted (verified gone before the finalizer
+//     goes) through a client of its API, with its connection details in a
+//     Secret child; observe-only and paused apply to it like to children.
 //   - [Builder.References] reconciles exactly the Ts that reference a
 //     changed object, found through a cache index on T, never a List scan.
 //   - Operational controls: [AnnotationPaused] (nothing written but
@@ -73,8 +78,8 @@
 //     sharding.Metrics) are registered on the same registerer and wired in.
 //
 // Layering: outcome and conditions are the base every pattern package may
-// import; finalizer, ensure, phase, sharding, observability, webhook and
-// workflow do not import each other; this package composes them.
+// import; finalizer, ensure, phase, sharding, observability, webhook,
+// workflow and external do not import each other; this package composes them.
 //
 // Each step can be replaced ([Builder.WithSteps]: Get, Sync, WriteStatus) and
 // each package can be used without this one; a custom Sync or phase

@@ -307,7 +307,7 @@ func (c *bucketClient) Observe(ctx context.Context, b *storagev1.Bucket, name st
 	if b.Spec.BucketName != "" && b.Spec.BucketName != name {
 		return external.Observation{}, outcome.Terminal("ExternalNameMismatch", fmt.Errorf("spec.bucketName %q differs from the recorded external name %q", b.Spec.BucketName, name))
 	}
-	ext, err := c.cl.Get(ctx, name)
+	ext, err := traced(ctx, "cloud.GetBucket", func(ctx context.Context) (*cloud.Bucket, error) { return c.cl.Get(ctx, name) })
 	switch {
 	case cloud.IsNotFound(err):
 		return external.Observation{}, nil
@@ -332,9 +332,11 @@ func (c *bucketClient) Observe(ctx context.Context, b *storagev1.Bucket, name st
 
 // Create creates the bucket with b's request token.
 func (c *bucketClient) Create(ctx context.Context, b *storagev1.Bucket, req external.CreateRequest) (external.Creation, error) {
-	ext, err := c.cl.Create(ctx, cloud.CreateRequest{
-		Name: req.Name, Region: b.Spec.Region, Versioning: b.Spec.Versioning, QuotaClass: quotaClass(b),
-	}, "bucket-"+req.Token)
+	ext, err := traced(ctx, "cloud.CreateBucket", func(ctx context.Context) (*cloud.Bucket, error) {
+		return c.cl.Create(ctx, cloud.CreateRequest{
+			Name: req.Name, Region: b.Spec.Region, Versioning: b.Spec.Versioning, QuotaClass: quotaClass(b),
+		}, "bucket-"+req.Token)
+	})
 	if err != nil {
 		return external.Creation{}, err
 	}
@@ -354,7 +356,7 @@ func (c *bucketClient) Update(ctx context.Context, b *storagev1.Bucket, name str
 		return external.Update{}, err
 	}
 	req, _ := updateFor(b, ext)
-	if ext, err = c.cl.Update(ctx, name, req); err != nil {
+	if ext, err = traced(ctx, "cloud.UpdateBucket", func(ctx context.Context) (*cloud.Bucket, error) { return c.cl.Update(ctx, name, req) }); err != nil {
 		return external.Update{}, err
 	}
 	setStatus(b, ext)
@@ -363,10 +365,19 @@ func (c *bucketClient) Update(ctx context.Context, b *storagev1.Bucket, name str
 
 // Delete starts deleting the bucket.
 func (c *bucketClient) Delete(ctx context.Context, _ *storagev1.Bucket, name string) error {
-	if err := c.cl.Delete(ctx, name); err != nil && !cloud.IsNotFound(err) {
+	_, err := traced(ctx, "cloud.DeleteBucket", func(ctx context.Context) (struct{}, error) { return struct{}{}, c.cl.Delete(ctx, name) })
+	if err != nil && !cloud.IsNotFound(err) {
 		return err
 	}
 	return nil
+}
+
+// traced runs one cloud call in a trace span (a child of the reconcile's).
+func traced[R any](ctx context.Context, name string, call func(context.Context) (R, error)) (R, error) {
+	ctx, done := observability.StartExternal(ctx, name)
+	r, err := call(ctx)
+	done(err)
+	return r, err
 }
 
 // updateFor returns the update that sets ext to b's spec, and the
