@@ -14,15 +14,15 @@ const (
 	// Unclassified leaves the error to outcome.Classify: an error made
 	// with outcome keeps its class, anything else is Transient (backoff).
 	Unclassified Kind = iota
-	// Retryable: a 5xx, a timeout, a refused connection. Retried with
+	// Retryable is a 5xx, a timeout, a refused connection. Retried with
 	// exponential backoff (outcome.Transient); Reconciling=True.
 	Retryable
-	// Throttled: the endpoint said 429 (or an equivalent). Every object
+	// Throttled is the endpoint saying 429 (or an equivalent). Every object
 	// calling the same endpoint waits [Failure.RetryAfter] (at least one
 	// second) through the shared [Limiter]; the object is looked at again
 	// after it with Reconciling=True, reason [ReasonThrottled].
 	Throttled
-	// Terminal: quota exceeded, invalid input, permission refused. Not
+	// Terminal is quota exceeded, invalid input, permission refused. Not
 	// retried until the object changes (outcome.Terminal); Stalled=True.
 	Terminal
 )
@@ -53,7 +53,7 @@ type ClassifierFn func(err error) Failure
 func (f ClassifierFn) Classify(err error) Failure { return f(err) }
 
 // classified turns a call error into an outcome error, with its failure.
-func (r *Reconciler[T]) classified(op, key string, err error) (error, Failure) {
+func (r *Reconciler[T]) classified(op, key string, err error) (Failure, error) {
 	var f Failure
 	if r.s.classifier != nil {
 		f = r.s.classifier.Classify(err)
@@ -66,15 +66,15 @@ func (r *Reconciler[T]) classified(op, key string, err error) (error, Failure) {
 	wrapped := fmt.Errorf("%s %s: %w", op, key, err)
 	switch f.Kind {
 	case Retryable:
-		return outcome.Transient(code, wrapped), f
+		return f, outcome.Transient(code, wrapped)
 	case Throttled:
-		return outcome.DependencyNotReady(ReasonThrottled, wrapped.Error(), max(f.RetryAfter, time.Second)), f
+		return f, outcome.DependencyNotReady(ReasonThrottled, wrapped.Error(), max(f.RetryAfter, time.Second))
 	case Terminal:
-		return outcome.Terminal(code, wrapped), f
+		return f, outcome.Terminal(code, wrapped)
 	}
 	// An outcome error keeps its class; its reason is the code.
 	if c := outcome.Classify(err); c.Reason != "" && f.Code == "Error" {
 		f.Code = c.Reason
 	}
-	return wrapped, f
+	return f, wrapped
 }

@@ -193,6 +193,21 @@ func TestPolicies(t *testing.T) {
 			t.Fatal("the observed widget was deleted")
 		}
 	})
+	t.Run("observe-only annotation on a managed object: deletion leaves the widget", func(t *testing.T) {
+		f := newFixture(t)
+		w := f.create(t, "handed-over", nil)
+		f.converge(t, w, "Ready", isReady)
+		annotate(t, w, reconciler.AnnotationObserveOnly, "true")
+		if err := env.Client.Delete(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		f.converge(t, w, "object gone", func(w *Widget) bool {
+			return apierrors.IsNotFound(env.Client.Get(t.Context(), client.ObjectKeyFromObject(w), &Widget{}))
+		})
+		if _, ok := f.api.get("handed-over"); !ok || f.api.count("delete") != 0 {
+			t.Fatalf("widget present %v, %d deletes", ok, f.api.count("delete"))
+		}
+	})
 	t.Run("orphan: the object goes, the widget stays", func(t *testing.T) {
 		f := newFixture(t)
 		w := f.create(t, "kept", func(w *Widget) { w.Spec.Orphan = true })

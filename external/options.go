@@ -37,6 +37,16 @@ type commonOption func(*settings)
 
 func (o commonOption) apply(s *settings, _ reflect.Type) error { o(s); return nil }
 
+// apply is commonOption's, so that a clock that fits two option types
+// stays one value.
+func (o ClockOption) apply(s *settings, t reflect.Type) error {
+	return commonOption(func(s *settings) {
+		if o.clock != nil {
+			s.clock = o.clock
+		}
+	}).apply(s, t)
+}
+
 // typedOption carries a function of T; New refuses it for another T.
 type typedOption[T client.Object] struct {
 	name string
@@ -155,13 +165,6 @@ type ClockOption struct{ clock clock.WithTicker }
 // WithClock replaces the wall clock (for tests): timestamps of the
 // annotations, the Limiter's tokens and Retry-After, waits.
 func WithClock(c clock.WithTicker) ClockOption { return ClockOption{clock: c} }
-
-func (o ClockOption) apply(s *settings, _ reflect.Type) error {
-	if o.clock != nil {
-		s.clock = o.clock
-	}
-	return nil
-}
 
 func (o ClockOption) applyToLimiter(l *Limiter) {
 	if o.clock != nil {

@@ -196,7 +196,7 @@ func (r *Reconciler[T]) send(obj T, op string, fn func() error) (Failure, error)
 		r.s.observer.Call(obj, op, took, "")
 		return Failure{}, nil
 	}
-	cerr, f := r.classified(op, keyOf(obj), err)
+	f, cerr := r.classified(op, keyOf(obj), err)
 	if f.Kind == Throttled {
 		r.s.limiter.Throttle(r.endpoint(obj), max(f.RetryAfter, time.Second))
 	}
@@ -217,7 +217,7 @@ func (r *Reconciler[T]) connect(ctx context.Context, obj T) (Client[T], error) {
 	start := r.s.clock.Now()
 	cl, err := r.connector.Connect(ctx, obj)
 	if err != nil {
-		cerr, f := r.classified(OpConnect, keyOf(obj), err)
+		f, cerr := r.classified(OpConnect, keyOf(obj), err)
 		r.s.observer.Call(obj, OpConnect, r.s.clock.Since(start), f.Code)
 		return nil, cerr
 	}

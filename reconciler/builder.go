@@ -232,7 +232,8 @@ func (b *Builder[T]) Finalizer(name string, opts ...finalizer.Option) *Builder[T
 //     sync asks to be looked at again after the drift poll interval.
 //   - [AnnotationObserveOnly]: the external resource is only observed and
 //     reported in status (external.Reconciler.Observe); nothing is written
-//     to it, no child either. [AnnotationPaused]: nothing at all.
+//     to it, no child either, and deleting the object leaves it (the
+//     finalizer step is done at once). [AnnotationPaused]: nothing at all.
 //   - Deletion: a finalizer step (after the [Builder.Finalizer] steps; the
 //     finalizer is external.FinalizerName when none is declared) deletes the
 //     external resource and lets the finalizer go only once it is verified

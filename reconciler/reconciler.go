@@ -341,7 +341,16 @@ func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, erro
 const ExternalStep = "external"
 
 // externalStep deletes the external resource; done once it is verified gone.
+// An observe-only object never deletes it, even though its finalizer runs.
 func (r *Reconciler[T]) externalStep(ctx context.Context, obj T) (finalizer.StepResult, error) {
+	if isSet(obj, AnnotationObserveOnly) {
+		if r.recorder != nil {
+			r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, external.ReasonOrphaned, external.ActionDelete,
+				"%s: the external resource %s is left in place", AnnotationObserveOnly, external.NameOf(obj))
+		}
+		r.external.Forget(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+		return finalizer.Done(), nil
+	}
 	d, err := r.external.Delete(ctx, obj)
 	if err != nil {
 		return finalizer.StepResult{}, err

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"k8s.io/utils/ptr"
@@ -135,5 +136,5 @@ func orDefault(p *int32, v int) *int32 {
 	if p != nil {
 		return p
 	}
-	return ptr.To(int32(v))
+	return ptr.To(int32(min(v, math.MaxInt32))) //nolint:gosec // bounded just above
 }
