@@ -29,8 +29,10 @@ type Observer interface {
 	// Throttled is a call not sent because the endpoint's rate limit or
 	// Retry-After would make it wait longer than the maximum wait.
 	Throttled(obj client.Object, endpoint string, wait time.Duration)
-	// FirstReady is obj marked Ready for the first time (see
-	// [Reconciler.Sync]), took after its creationTimestamp.
+	// FirstReady is obj marked Ready by a Reconciler that had not seen it
+	// in sync before, while its status did not already say Ready: took is
+	// the time since its creationTimestamp. An object already Ready when the
+	// process starts is not counted again.
 	FirstReady(obj client.Object, took time.Duration)
 	// DriftCorrected is an external resource changed (or deleted) outside
 	// Kubernetes and set back to obj's spec.
