@@ -36,8 +36,9 @@ func ExampleLimiter() {
 
 // The Reconciler used alone: Sync records the external name and the create
 // markers on the object, creates the resource with the object's UID as
-// idempotency token, marks it Ready, and asks to be looked at again for
-// drift. (env is this test package's testenv control plane; the reconciler
+// idempotency token, marks it Ready, and asks to be looked at again after
+// the progress interval (2s by default) to observe what was made; later
+// syncs ask for the drift poll interval. (env is this test package's testenv control plane; the reconciler
 // package's Builder.External does all of this, plus status, the finalizer and
 // the connection Secret.)
 func ExampleNew() {
@@ -77,7 +78,7 @@ func ExampleNew() {
 	fmt.Println(stored.Annotations[external.AnnotationExternalName], stored.Annotations[external.AnnotationCreateSucceeded] != "")
 	fmt.Println(r.ConnectionSecret(w, res).Name)
 	// Output:
-	// widget-w true 1m0s
+	// widget-w true 2s
 	// true
 	// widget-w true
 	// w-connection
