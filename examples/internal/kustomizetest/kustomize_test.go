@@ -294,6 +294,26 @@ func checkWebhooks(t *testing.T, ex example, s set, dep *appsv1.Deployment, muta
 		}
 	}
 
+	// A CRD serving more than one version converts through the webhook
+	// Service, with the same CA injection.
+	for _, crd := range s.ofKind("CustomResourceDefinition") {
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		if len(versions) < 2 {
+			continue
+		}
+		strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy")
+		name, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "name")
+		namespace, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "namespace")
+		path, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "path")
+		if strategy != "Webhook" || name != svcName || namespace != ns || path != "/convert" {
+			t.Errorf("CRD %s serves %d versions but converts with strategy %q via %s/%s%s, want Webhook via %s/%s/convert",
+				crd.GetName(), len(versions), strategy, namespace, name, path, ns, svcName)
+		}
+		if got := crd.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != wantCA {
+			t.Errorf("CRD %s: cert-manager.io/inject-ca-from = %q, want %q", crd.GetName(), got, wantCA)
+		}
+	}
+
 	pod := dep.Spec.Template.Spec
 	if !slices.Contains(pod.Containers[0].Args, "--webhooks=on") {
 		t.Errorf("the operator is not told to serve its webhooks: args %v", pod.Containers[0].Args)
