@@ -104,10 +104,10 @@ undeploy-%: ## undeploy-<example>: delete everything deploy-<example> created, C
 .PHONY: bench bench-quick
 # The command lives in the bench module, so it runs from bench/ (relative
 # paths in BENCH_FLAGS, e.g. --cpuprofile, are relative to bench/).
-bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs flux (fluxcd/pkg/ssa) vs opkit webapp, plus opkit sharding (< 20 min); report in out/bench
+bench: ## operator benchmark: ceiling vs kubebuilder-style baseline vs flux (fluxcd/pkg/ssa) vs opkit webapp, plus opkit sharding (~15-30 min on 2 cores); report in out/bench
 	@dir=$$($(ASSETS_CMD)); cd bench && KUBEBUILDER_ASSETS="$$dir" $(GO) run ./cmd/opkit-bench --out $(CURDIR)/out/bench $(BENCH_FLAGS)
 
-bench-quick: ## the same benchmark with small numbers (< 4 min), a smoke run; report in out/bench-quick
+bench-quick: ## the same benchmark with small numbers (< 3 min), a smoke run; report in out/bench-quick
 	@dir=$$($(ASSETS_CMD)); cd bench && KUBEBUILDER_ASSETS="$$dir" $(GO) run ./cmd/opkit-bench --out $(CURDIR)/out/bench-quick --quick $(BENCH_FLAGS)
 
 vulncheck: ## govulncheck (pinned in tools/); needs network access to vuln.go.dev, so CI does not run it

@@ -4,8 +4,8 @@
 // It lives in the benchmark's own module (bench/go.mod); from the repository
 // root, `make bench` runs it. Inside bench/:
 //
-//	go run ./cmd/opkit-bench --out ../out/bench           # default, ~15 min on 2 cores
-//	go run ./cmd/opkit-bench --out ../out/bench --quick   # CI smoke, < 4 min
+//	go run ./cmd/opkit-bench --out ../out/bench           # default, 15-30 min on 2 cores
+//	go run ./cmd/opkit-bench --out ../out/bench --quick   # CI smoke, < 3 min
 //	go run ./cmd/opkit-bench --out ../out/bench --full    # 5,000 WebApps
 //
 // Every scenario of every contender runs on a fresh control plane; with
