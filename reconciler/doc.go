@@ -33,7 +33,8 @@
 //   - A status step never judges a child by a cache copy older than this
 //     reconcile's write of it: [Observed.Reader] returns a child written in
 //     this reconcile as the write returned it (new generation, status as of
-//     the write) unless the cache already holds exactly that write.
+//     the write) unless the cache's copy is that write or, for a kind with
+//     metadata.generation, of the written generation or later.
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
 //     controller's own status writes do not trigger reconciles. Kinds without

@@ -22,14 +22,19 @@ type writtenKey struct {
 
 // freshReader is [Observed.Reader]: the cache, except that a Get of a child
 // ensure wrote in this reconcile returns the object as the write returned
-// it unless the cache holds exactly that write (same resourceVersion). So a
-// status step never judges a child it just changed by the cache's copy from
-// before the change — a Deployment patched to a new spec, read back with the
-// old generation and the old Available condition, would pass for rolled
-// out. When the cache already holds a later version (the child's controller
-// updated its status after the write), the write's copy is still returned:
-// it is older but not wrong, and that later update is an event that
-// reconciles the owner again.
+// it when the cache's copy may be from before the write. So a status step
+// never judges a child it just changed by the cache's copy from before the
+// change — a Deployment patched to a new spec, read back with the old
+// generation and the old Available condition, would pass for rolled out.
+//
+// The cache's copy is used when it is that write (same resourceVersion) or,
+// for a kind with metadata.generation, when its generation is at least the
+// written one: then it is that spec or a later one, usually with a newer
+// status (the child's controller may already have reported on the write, an
+// event this reconcile may have been triggered by, so none would follow).
+// A write that changed only metadata keeps the generation, so such a child
+// is read from the cache as before. Kinds without a generation (ConfigMap,
+// Secret) are read from the write unless the cache holds exactly it.
 type freshReader struct {
 	client.Reader
 	scheme  *runtime.Scheme
@@ -64,7 +69,9 @@ func (f *freshReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 	if w == nil {
 		return f.Reader.Get(ctx, key, obj, opts...)
 	}
-	if err := f.Reader.Get(ctx, key, obj, opts...); err == nil && obj.GetResourceVersion() == w.GetResourceVersion() {
+	err = f.Reader.Get(ctx, key, obj, opts...)
+	if err == nil && (obj.GetResourceVersion() == w.GetResourceVersion() ||
+		(w.GetGeneration() > 0 && obj.GetGeneration() >= w.GetGeneration())) {
 		return nil
 	}
 	return fill(obj, w)

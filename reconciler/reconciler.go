@@ -37,10 +37,11 @@ type Observed struct {
 	// Reader reads from the manager's cache (children included), or from the
 	// client of a [ForClient] builder without a cache. A Get of a child
 	// written in this reconcile (an entry of Changes with an Object) returns
-	// that write's result unless the cache already holds exactly it, so a
-	// child just changed is never judged by its copy from before the change
-	// (a Deployment patched to a new spec does not pass for rolled out);
-	// List is the cache's as it is.
+	// that write's result unless the cache's copy is that write or — for a
+	// kind with metadata.generation — of the written generation or later, so
+	// a child just changed is never judged by its copy from before the
+	// change (a Deployment patched to a new spec does not pass for rolled
+	// out); List is the cache's as it is.
 	Reader client.Reader
 
 	owner    client.Object
