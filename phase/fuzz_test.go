@@ -48,7 +48,7 @@ func FuzzPersistedPhase(f *testing.F) {
 		if err != nil {
 			t.Fatalf("second Step from %q: %v", landed, err)
 		}
-		if res.Transitioned && res.From != phase.Phase(phase.Provisioning) {
+		if res.Transitioned && res.From != phase.Provisioning {
 			// Only a spent Provisioning budget (a persisted time far in the
 			// past) may move again on its own.
 			t.Fatalf("second Step moved %s → %s without a handler asking", res.From, res.Phase)

@@ -73,7 +73,7 @@ func TestUpgradeMigratesStorageThenDropsV1beta1(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: kubectl get at %s: %v\n%s", step, v, err, out)
 			}
-			if n := strings.Count(string(out), "apps.example.com/"+v); n != 3 {
+			if n := strings.Count(out, "apps.example.com/"+v); n != 3 {
 				t.Fatalf("%s: kubectl get at %s listed %d WebApps, want 3:\n%s", step, v, n, out)
 			}
 		}
