@@ -75,6 +75,8 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/bucket/controller/... output:rbac:artifacts:config=examples/bucket/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/database/api/... output:crd:artifacts:config=examples/database/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/tenant/api/... output:crd:artifacts:config=examples/tenant/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/tenant/controller/... output:rbac:artifacts:config=examples/tenant/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date
