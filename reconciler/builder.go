@@ -610,11 +610,17 @@ func (b *Builder[T]) Complete() error {
 	if err != nil {
 		return fmt.Errorf("reconciler %s: %w", b.name, err)
 	}
+	ownerNamespaced := true
+	if slices.ContainsFunc(b.owns, func(o *owned) bool { return !o.noWatch }) {
+		if ownerNamespaced, err = b.client.IsObjectNamespaced(b.newObject()); err != nil {
+			return fmt.Errorf("reconciler %s: scope of %s: %w", b.name, ownerGVK.Kind, err)
+		}
+	}
 	for _, o := range b.owns {
 		if o.noWatch {
 			continue
 		}
-		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), b.newObject))
+		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
 		bld = bld.Watches(o.obj, trigger(h), builder.WithPredicates(o.predicates...))
 	}
 	for _, w := range b.watches {

@@ -36,13 +36,20 @@ func indexField(ctx context.Context, indexer client.FieldIndexer, obj client.Obj
 }
 
 // ownerMapper maps a child's event to its owner: the controller
-// ownerReference when it names the owner kind, else ensure's owner label,
-// resolved to the owner's namespace/name through the UID index on reader.
-func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, owner schema.GroupKind, newObject func() T) handler.MapFunc {
+// ownerReference when it names the owner kind (in the child's namespace, or
+// none when the owner kind is cluster-scoped: the owner's key must be the one
+// its own events use, or the work queue would see two objects), else ensure's
+// owner label, resolved to the owner's namespace/name through the UID index on
+// reader.
+func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, owner schema.GroupKind, ownerNamespaced bool, newObject func() T) handler.MapFunc {
 	return func(ctx context.Context, child client.Object) []reconcile.Request {
 		if ref := metav1.GetControllerOfNoCopy(child); ref != nil {
 			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == owner.Group && ref.Kind == owner.Kind {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: child.GetNamespace(), Name: ref.Name}}}
+				key := types.NamespacedName{Name: ref.Name}
+				if ownerNamespaced {
+					key.Namespace = child.GetNamespace()
+				}
+				return []reconcile.Request{{NamespacedName: key}}
 			}
 		}
 		uid := child.GetLabels()[ensure.LabelOwnerUID]
