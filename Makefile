@@ -91,7 +91,7 @@ verify-generated: generate ## fail when generated files are not up to date
 # `cd examples/<example>/config/manager && kustomize edit set image ghcr.io/opkit/<example>-operator=<image>`.
 KUBECTL_K = dir=$$($(ASSETS_CMD)); "$$dir/kubectl"
 # Pattern rules, not .PHONY: make skips implicit rules for phony targets.
-install-%: ## install-<example> (webapp, bucket, database): apply the example's CRDs (kubectl apply -k examples/<example>/config/crd) to the current kubeconfig's cluster
+install-%: ## install-<example> (webapp, bucket, database, tenant): apply the example's CRDs (kubectl apply -k examples/<example>/config/crd) to the current kubeconfig's cluster
 	@$(KUBECTL_K) apply --server-side -k examples/$*/config/crd
 uninstall-%: ## uninstall-<example>: delete the example's CRDs (and so every object of them)
 	@$(KUBECTL_K) delete --ignore-not-found -k examples/$*/config/crd

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +22,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/opkit/opkit/conditions"
@@ -40,6 +42,9 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// The operators' logs are not part of the tests' output (the demo test
+	// sends its own to a file of its choice).
+	logf.SetLogger(logr.Discard())
 	scheme := e2etest.Must(newScheme())
 	crds := e2etest.Must(config.CRDs())
 	os.Exit(testenv.RunMain(withTenantAdmin{m}, &env, testenv.WithWorkloads(), testenv.WithCRDs(crds...), testenv.WithScheme(scheme)))

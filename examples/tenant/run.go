@@ -282,7 +282,7 @@ func (d *demo) tryAsAdmins(ctx context.Context) error {
 		}
 		say("    %-5s %-75s %s", c.who, c.what, verdict)
 		if (err == nil) != c.allowed {
-			return fmt.Errorf("%s may %s: want allowed=%v, got %v", c.who, c.what, c.allowed, err)
+			return fmt.Errorf("%s %s: want allowed=%v, got %s", c.who, c.what, c.allowed, verdict)
 		}
 	}
 	return nil

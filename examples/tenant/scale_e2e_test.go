@@ -60,7 +60,10 @@ func TestManyTenantsConverge(t *testing.T) {
 	}
 	e2etest.WaitForEvery(t, 250*time.Millisecond, 10*time.Minute, fmt.Sprintf("%d Tenants Ready", n), func() (bool, error) {
 		r, err := all()
-		return r == n, fmt.Errorf("%d of %d Ready (%v)", r, n, err)
+		if err != nil {
+			return false, err
+		}
+		return r == n, fmt.Errorf("%d of %d Ready", r, n)
 	})
 	converged := time.Since(start)
 	writes := op.requests.Writes()

@@ -26,6 +26,7 @@ import (
 	bucketconfig "github.com/opkit/opkit/examples/bucket/config"
 	databaseconfig "github.com/opkit/opkit/examples/database/config"
 	"github.com/opkit/opkit/examples/internal/manifest"
+	tenantconfig "github.com/opkit/opkit/examples/tenant/config"
 	webappconfig "github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/hardening"
@@ -48,6 +49,7 @@ var examples = []example{
 	{name: "webapp", webhooks: true, crds: webappconfig.CRDs},
 	{name: "bucket", crds: bucketconfig.CRDs},
 	{name: "database", crds: databaseconfig.CRDs},
+	{name: "tenant", crds: tenantconfig.CRDs},
 }
 
 func (e example) configDir() string        { return filepath.Join("..", "..", e.name, "config") }

@@ -90,18 +90,18 @@ type TenantSpec struct {
 type NamespacePhase string
 
 const (
-	// NamespacePending: listed, not yet created with all its objects.
+	// NamespacePending means listed, but not yet created with all its objects.
 	NamespacePending NamespacePhase = "Pending"
-	// NamespaceReady: created, with its quota, limits, network policies and admin binding.
+	// NamespaceReady means created, with its quota, limits, network policies and admin binding.
 	NamespaceReady NamespacePhase = "Ready"
-	// NamespaceTerminating: being deleted (removed from the list with the
+	// NamespaceTerminating means it is being deleted (removed from the list with the
 	// deletion gate open, or the Tenant is being deleted); it leaves the
 	// status once it is gone.
 	NamespaceTerminating NamespacePhase = "Terminating"
-	// NamespaceRetained: removed from the list, and kept as it was because
+	// NamespaceRetained means removed from the list, and kept as it was because
 	// the deletion gate is closed.
 	NamespaceRetained NamespacePhase = "Retained"
-	// NamespaceRefused: listed, but it exists and this Tenant did not create
+	// NamespaceRefused means listed, but it exists and this Tenant did not create
 	// it, so it is left alone.
 	NamespaceRefused NamespacePhase = "Refused"
 )
