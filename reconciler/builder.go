@@ -165,7 +165,8 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 // three of:
 //
 //   - watch: a change to a child reconciles its owner — found through the
-//     child's controller ownerReference, or, for children linked only by
+//     child's controller ownerReference (queued under the owner's own key:
+//     no namespace for a cluster-scoped owner), or, for children linked only by
 //     ensure's owner label (cluster-scoped children of a namespaced owner,
 //     children in another namespace), through an index of T by UID;
 //   - prune: children of the kind that the DesiredFunc no longer declares

@@ -17,10 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -146,6 +148,21 @@ func waitFor(ctx context.Context, t *testing.T, tn *tenancyv1.Tenant, what strin
 func waitReady(ctx context.Context, t *testing.T, tn *tenancyv1.Tenant) {
 	t.Helper()
 	waitFor(ctx, t, tn, "Ready", ready)
+	checkKstatus(t, tn, kstatus.CurrentStatus)
+}
+
+// checkKstatus checks that kstatus (what kubectl wait, Flux and Argo CD
+// read) computes want for tn.
+func checkKstatus(t *testing.T, tn *tenancyv1.Tenant, want kstatus.Status) {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: u})
+	if err != nil || res.Status != want {
+		t.Errorf("kstatus of Tenant %s = %v (%v), want %s", tn.Name, res, err, want)
+	}
 }
 
 // waitStalled waits for Stalled=True with reason, and returns its message.
@@ -156,6 +173,7 @@ func waitStalled(ctx context.Context, t *testing.T, tn *tenancyv1.Tenant, reason
 		return s != nil && s.Status == metav1.ConditionTrue && s.Reason == reason && s.ObservedGeneration == tn.Generation &&
 			conditions.IsFalse(tn, conditions.Ready)
 	})
+	checkKstatus(t, tn, kstatus.FailedStatus)
 	return conditions.Get(tn, conditions.Stalled).Message
 }
 
