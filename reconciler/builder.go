@@ -611,12 +611,9 @@ func (b *Builder[T]) Complete() error {
 	if err != nil {
 		return fmt.Errorf("reconciler %s: %w", b.name, err)
 	}
-	ownerNamespaced := true
-	if slices.ContainsFunc(b.owns, func(o *owned) bool { return !o.noWatch }) {
-		if ownerNamespaced, err = b.client.IsObjectNamespaced(b.newObject()); err != nil {
-			return fmt.Errorf("reconciler %s: scope of %s: %w", b.name, ownerGVK.Kind, err)
-		}
-	}
+	// Resolved at the first child event, not here: T's CRD may not be
+	// served yet when the controller is set up.
+	ownerNamespaced := scopeOf(b.client, b.newObject())
 	for _, o := range b.owns {
 		if o.noWatch {
 			continue
