@@ -79,7 +79,7 @@ const (
 	ReasonRoleNotGrantable = "RoleNotGrantable"
 	// ReasonNamespaceDeletionBlocked (Stalled): a namespace removed from the list is kept behind the deletion gate.
 	ReasonNamespaceDeletionBlocked = "NamespaceDeletionBlocked"
-	// ReasonNamespacesTerminating (Reconciling): namespaces are being deleted.
+	// ReasonNamespacesTerminating (Reconciling=True, Ready=False): namespaces are being deleted.
 	ReasonNamespacesTerminating = "NamespacesTerminating"
 )
 
@@ -297,8 +297,12 @@ func (r *tenants) status(ctx context.Context, t *tenancyv1.Tenant, _ reconciler.
 				"Annotate the Tenant %s=true to delete it, or list it again", strings.Join(retained, ", "), tenancyv1.AllowNamespaceDeletionAnnotation))
 	}
 	if len(terminating) > 0 {
-		return outcome.DependencyNotReady(ReasonNamespacesTerminating,
-			fmt.Sprintf("waiting for namespace %s to be deleted", strings.Join(terminating, ", ")), 5*time.Second)
+		msg := fmt.Sprintf("waiting for namespace %s to be deleted", strings.Join(terminating, ", "))
+		// Ready says so too, rather than keep the reason of what came before.
+		if err := conditions.Set(t, metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionFalse, Reason: ReasonNamespacesTerminating, Message: msg}); err != nil {
+			return err
+		}
+		return outcome.DependencyNotReady(ReasonNamespacesTerminating, msg, 5*time.Second)
 	}
 	return conditions.MarkReady(t, conditions.ReasonSucceeded, fmt.Sprintf("%d namespaces ready", len(t.Spec.Namespaces)))
 }
