@@ -77,6 +77,8 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/bucket/controller/... output:rbac:artifacts:config=examples/bucket/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/database/api/... output:crd:artifacts:config=examples/database/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/tenant/api/... output:crd:artifacts:config=examples/tenant/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/tenant/controller/... output:rbac:artifacts:config=examples/tenant/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date
@@ -91,7 +93,7 @@ verify-generated: generate ## fail when generated files are not up to date
 # `cd examples/<example>/config/manager && kustomize edit set image ghcr.io/opkit/<example>-operator=<image>`.
 KUBECTL_K = dir=$$($(ASSETS_CMD)); "$$dir/kubectl"
 # Pattern rules, not .PHONY: make skips implicit rules for phony targets.
-install-%: ## install-<example> (webapp, bucket, database): apply the example's CRDs (kubectl apply -k examples/<example>/config/crd) to the current kubeconfig's cluster
+install-%: ## install-<example> (webapp, bucket, database, tenant): apply the example's CRDs (kubectl apply -k examples/<example>/config/crd) to the current kubeconfig's cluster
 	@$(KUBECTL_K) apply --server-side -k examples/$*/config/crd
 uninstall-%: ## uninstall-<example>: delete the example's CRDs (and so every object of them)
 	@$(KUBECTL_K) delete --ignore-not-found -k examples/$*/config/crd

@@ -168,7 +168,8 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 // three of:
 //
 //   - watch: a change to a child reconciles its owner — found through the
-//     child's controller ownerReference, or, for children linked only by
+//     child's controller ownerReference (queued under the owner's own key:
+//     no namespace for a cluster-scoped owner), or, for children linked only by
 //     ensure's owner label (cluster-scoped children of a namespaced owner,
 //     children in another namespace), through an index of T by UID;
 //   - prune: children of the kind that the DesiredFunc no longer declares
@@ -617,11 +618,14 @@ func (b *Builder[T]) Complete() error {
 	if err != nil {
 		return fmt.Errorf("reconciler %s: %w", b.name, err)
 	}
+	// Resolved at the first child event, not here: T's CRD may not be
+	// served yet when the controller is set up.
+	ownerNamespaced := scopeOf(b.client, b.newObject())
 	for _, o := range b.owns {
 		if o.noWatch {
 			continue
 		}
-		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), b.newObject))
+		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
 		bld = bld.Watches(o.obj, trigger(h), builder.WithPredicates(o.predicates...))
 	}
 	for _, w := range b.watches {
