@@ -92,7 +92,9 @@ func Quick() Settings {
 		ShardObjects: 100, ShardLeaseDuration: 2 * time.Second}
 }
 
-// Default is the preset of a default run (under 15 minutes on 2 cores).
+// Default is the preset of a default run (29 minutes on 2 cores shared with
+// other work on 2026-12-02, with the flux contender; 9 minutes before it, on
+// a quiet machine).
 func Default() Settings {
 	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second,
 		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration}
@@ -124,7 +126,12 @@ type Result struct {
 	Requests map[string]int `json:"requests"`
 	ByVerb   map[string]int `json:"byVerb"`
 	Total    int            `json:"total"`
-	Writes   int            `json:"writes"`
+	// Writes are the requests that change state (create, update, patch,
+	// delete), dry-runs excluded; DryRuns counts the dry-run requests (the
+	// flux contender's server-side dry-run applies), which are in Requests
+	// and ByVerb under their verb.
+	Writes  int `json:"writes"`
+	DryRuns int `json:"dryRuns,omitempty"`
 	// LiveGets are GET requests for API resources (discovery excluded): reads
 	// that bypassed the cache.
 	LiveGets int `json:"liveGets"`
@@ -147,6 +154,29 @@ type Result struct {
 	// left, as the API server returns them (restart only).
 	StoredBytes  float64 `json:"storedBytes,omitempty"`
 	SetupSeconds float64 `json:"setupSeconds,omitempty"`
+	// CPUSeconds is the CPU the contender's own goroutines used during the
+	// measured phase (until quiet), from its pprof label (cpu.go); nil when
+	// the CPU profiler was in use by someone else. ProcessCPUSeconds is the
+	// whole process's (contender and harness) over the same window, from
+	// getrusage.
+	CPUSeconds        *float64 `json:"cpuSeconds,omitempty"`
+	ProcessCPUSeconds float64  `json:"processCpuSeconds"`
+}
+
+// setCPU records a phase's CPU figures.
+func (r *Result) setCPU(contender, process float64) {
+	r.ProcessCPUSeconds = process
+	if !math.IsNaN(contender) {
+		r.CPUSeconds = ptr.To(contender)
+	}
+}
+
+// CPU is CPUSeconds, or NaN when it was not measured.
+func (r *Result) CPU() float64 {
+	if r.CPUSeconds == nil {
+		return math.NaN()
+	}
+	return *r.CPUSeconds
 }
 
 // PerObject divides v by N (NaN when N is zero).
@@ -189,7 +219,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Settings = Default()
 	}
 	if len(o.Contenders) == 0 {
-		o.Contenders = []string{Ceiling, Baseline, Opkit}
+		o.Contenders = slices.Clone(contenders)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{ScenarioConverge, ScenarioRestart, ScenarioChurn, ScenarioDelete, ScenarioSharding}
@@ -261,6 +291,9 @@ func (r *Result) summary() string {
 	}
 	if r.HeapBytes != 0 {
 		s += fmt.Sprintf(" heap/1000=%.1fMiB", r.HeapBytes/float64(r.N)*1000/(1<<20))
+	}
+	if r.CPUSeconds != nil {
+		s += fmt.Sprintf(" cpu/obj=%.1fms (process %.1fms)", 1000*r.PerObject(*r.CPUSeconds), 1000*r.PerObject(r.ProcessCPUSeconds))
 	}
 	if r.FailedTotal > 0 {
 		s += fmt.Sprintf(" failed=%d", r.FailedTotal)
@@ -385,6 +418,7 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 	fail.reset()
 	r.cl.tracker.reset()
 	rec0 := r.inst.reconciles()
+	cpu := startCPU()
 	start := time.Now()
 	loadErrs := act(ctx)
 	left := r.cl.tracker.wait(ctx, timeout)
@@ -393,12 +427,14 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 		last = time.Now()
 	}
 	r.settle(ctx)
+	cpuContender, cpuProcess := cpu.stop(r.contender)
 	res := &Result{N: n, Converged: left == 0 && loadErrs == 0, Outstanding: left, LoadErrors: loadErrs, Unit: unit, Latencies: lat}
 	res.Seconds = last.Sub(start).Seconds()
 	if res.Seconds > 0 {
 		res.Throughput = float64(len(lat)) / res.Seconds
 	}
 	res.Reconciles = r.inst.reconciles() - rec0
+	res.setCPU(cpuContender, cpuProcess)
 	fillRequests(res, req, fail)
 	fillLatencies(res)
 	return res
@@ -436,6 +472,8 @@ func fillRequests(res *Result, req *testenv.RequestCounter, fail *failureCounter
 			res.LiveGets += v
 		}
 	}
+	res.DryRuns = fail.dryRunCount()
+	res.Writes -= res.DryRuns
 	res.Failed = fail.snapshot()
 	for _, v := range res.Failed {
 		res.FailedTotal += v
@@ -543,8 +581,10 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		return res, err
 	}
 	heap0 := liveHeap()
+	cpu := startCPU()
 	start := time.Now()
 	if err := r.start(ctx); err != nil {
+		cpu.stop(r.contender)
 		return nil, err
 	}
 	base := r.inst.reconciles()
@@ -561,8 +601,10 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r.settle(ctx)
+	cpuContender, cpuProcess := cpu.stop(r.contender)
 	heap := liveHeap() - heap0
 	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, StoredBytes: stored}
+	res.setCPU(cpuContender, cpuProcess)
 	res.Reconciles = r.inst.reconciles() - base
 	res.Converged = res.Reconciles >= float64(n)
 	if !res.Converged {
@@ -604,15 +646,20 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 		return nil, err
 	}
 	ceil := r.inst.(*ceiling)
+	cpu := startCPU()
 	start := time.Now()
 	var errs []error
 	// What an informer's initial list costs: served from the watch cache.
 	opts := &client.ListOptions{Namespace: namespace, Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-	for _, l := range []client.ObjectList{&webappv1.WebAppList{}, &corev1.ConfigMapList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}} {
-		errs = append(errs, ceil.c.List(ctx, l, opts))
-	}
+	labelled(ctx, Ceiling, func(ctx context.Context) {
+		for _, l := range []client.ObjectList{&webappv1.WebAppList{}, &corev1.ConfigMapList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}} {
+			errs = append(errs, ceil.c.List(ctx, l, opts))
+		}
+	})
 	took := time.Since(start)
+	cpuContender, cpuProcess := cpu.stop(Ceiling)
 	res := &Result{N: n, Unit: "objects/s", Seconds: took.Seconds(), Throughput: float64(n) / took.Seconds(), SetupSeconds: setupSeconds, Reconciles: math.NaN()}
+	res.setCPU(cpuContender, cpuProcess)
 	if err := errors.Join(errs...); err != nil {
 		res.Error = err.Error()
 	}

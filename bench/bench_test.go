@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,12 +34,23 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if want := 3 * 4; len(rep.Results) != want {
+	if want := 4 * 4; len(rep.Results) != want {
 		t.Fatalf("%d results, want %d\n%s", len(rep.Results), want, log.String())
 	}
 	for _, r := range rep.Results {
 		if !r.Converged {
 			t.Errorf("%s/%s did not converge: %d outstanding, %s\n", r.Scenario, r.Contender, r.Outstanding, r.Error)
+		}
+		// The contender's CPU is measured, within the process's; converging
+		// takes every contender enough CPU for the profiler to see it (a
+		// short phase, like the ceiling's four LISTs, may fall between two
+		// of its samples).
+		cpu := r.CPU()
+		if math.IsNaN(cpu) || cpu > r.ProcessCPUSeconds || r.Scenario == bench.ScenarioConverge && cpu == 0 {
+			t.Errorf("%s/%s: contender CPU %.3fs, process CPU %.3fs", r.Scenario, r.Contender, cpu, r.ProcessCPUSeconds)
+		}
+		if r.DryRuns > 0 && r.Contender != bench.Flux {
+			t.Errorf("%s/%s: %d dry-run requests", r.Scenario, r.Contender, r.DryRuns)
 		}
 	}
 	switch sh := rep.Sharding; {
@@ -55,7 +67,10 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Headline", "| converge | CR/s", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg", "## Sharding (opkit only)", "sharding-handover.svg"} {
+	if f := rep.Find(bench.ScenarioConverge, bench.Flux); f == nil || f.DryRuns == 0 {
+		t.Errorf("flux converge: no dry-run applies counted: %+v", f)
+	}
+	for _, want := range []string{"## Headline", "| converge | CR/s", "operator CPU ms per converged CR", "| flux |", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg", "## Sharding (opkit only)", "sharding-handover.svg"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}

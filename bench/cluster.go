@@ -451,10 +451,12 @@ func (s *deploymentStub) stop() {
 }
 
 // failureCounter counts responses with an HTTP status of 400 or more, by
-// status code, for the requests sent through a config it wrapped.
+// status code, for the requests sent through a config it wrapped; and the
+// dry-run requests (dryRun=All), which persist nothing.
 type failureCounter struct {
-	mu     sync.Mutex
-	counts map[int]int
+	mu      sync.Mutex
+	counts  map[int]int
+	dryRuns int
 }
 
 func countFailures(cfg *rest.Config) (*rest.Config, *failureCounter) {
@@ -466,6 +468,11 @@ func countFailures(cfg *rest.Config) (*rest.Config, *failureCounter) {
 			rt = prev(rt)
 		}
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Has("dryRun") {
+				f.mu.Lock()
+				f.dryRuns++
+				f.mu.Unlock()
+			}
 			resp, err := rt.RoundTrip(req)
 			code := 0 // transport error
 			if err == nil {
@@ -496,8 +503,16 @@ func (f *failureCounter) snapshot() map[int]int {
 	return out
 }
 
+// dryRunCount is how many dry-run requests were sent.
+func (f *failureCounter) dryRunCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dryRuns
+}
+
 func (f *failureCounter) reset() {
 	f.mu.Lock()
 	f.counts = map[int]int{}
+	f.dryRuns = 0
 	f.mu.Unlock()
 }

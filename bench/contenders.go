@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit/opkit/bench/baseline"
+	"github.com/opkit/opkit/bench/flux"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	webapp "github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
@@ -30,11 +31,17 @@ import (
 	"github.com/opkit/opkit/testenv"
 )
 
+// contenders are every contender's name, in report order.
+var contenders = []string{Ceiling, Baseline, Flux, Opkit}
+
 // Contender names, in report order.
 const (
 	Ceiling  = "ceiling"
 	Baseline = "baseline"
-	Opkit    = "opkit"
+	// Flux is the webapp operator written on fluxcd/pkg/ssa's
+	// ResourceManager (package flux), the peer library in the race.
+	Flux  = "flux"
+	Opkit = "opkit"
 )
 
 // instance is one running contender. The hooks tell the ceiling's raw client
@@ -51,21 +58,28 @@ type instance interface {
 	stop() error
 }
 
-func startContender(ctx context.Context, name string, cl *cluster, s Settings) (instance, error) {
-	cfg := rest.CopyConfig(cl.env.Config)
+// startContender starts one contender on a transport of its own, inside its
+// pprof label, so that its CPU can be told from the harness's (cpu.go).
+func startContender(ctx context.Context, name string, cl *cluster, s Settings) (inst instance, err error) {
+	cfg := withOwnTransport(cl.env.Config)
 	cfg.QPS, cfg.Burst = s.QPS, s.Burst
 	cfg, req := testenv.CountRequests(cfg)
 	cfg, fail := countFailures(cfg)
-	switch name {
-	case Ceiling:
-		return startCeiling(ctx, cfg, cl, s, req, fail)
-	case Baseline, Opkit:
-		return startOperator(ctx, name, cfg, cl, s, req, fail)
-	}
-	return nil, fmt.Errorf("unknown contender %q", name)
+	labelled(ctx, name, func(ctx context.Context) {
+		switch name {
+		case Ceiling:
+			inst, err = startCeiling(ctx, cfg, cl, s, req, fail)
+		case Baseline, Flux, Opkit:
+			inst, err = startOperator(ctx, name, cfg, cl, s, req, fail)
+		default:
+			err = fmt.Errorf("unknown contender %q", name)
+		}
+	})
+	return inst, err
 }
 
-// operator runs the baseline or the opkit webapp operator in its own manager.
+// operator runs the baseline, the flux or the opkit webapp operator in its
+// own manager.
 type operator struct {
 	controller string
 	cancel     context.CancelFunc
@@ -96,6 +110,10 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 	case Baseline:
 		op.controller = baseline.Name
 		r := &baseline.WebAppReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Registry: registry.New(), Concurrency: s.Workers}
+		err = r.SetupWithManager(mgr)
+	case Flux:
+		op.controller = flux.Name
+		r := &flux.WebAppReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Registry: registry.New(), Concurrency: s.Workers}
 		err = r.SetupWithManager(mgr)
 	default:
 		op.controller = webapp.Name

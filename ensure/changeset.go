@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -34,6 +35,13 @@ type Change struct {
 	Namespace string // empty for cluster-scoped objects
 	Name      string
 	Action    Action
+	// Object is the object as the API server returned it from this write
+	// (Created, Updated, Recreated); nil for Unchanged and Deleted. An
+	// informer cache may not have seen the write yet when the caller reads
+	// the child back (a status step judging a Deployment it just patched):
+	// this copy describes the object as of the write — its new generation
+	// with the status it had then. Not to be modified.
+	Object *unstructured.Unstructured
 }
 
 // String is "Kind.group namespace/name Action" (no group for the core group,

@@ -302,7 +302,10 @@ func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep [
 		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
 		t.record = true
 		t.proto = e.emptyLike(d, t.key.gvk)
-		ch, _, err := e.ensure(ctx, oi, t, e.strategy)
+		ch, out, err := e.ensure(ctx, oi, t, e.strategy)
+		if out != nil && (ch.Action == Created || ch.Action == Updated || ch.Action == Recreated) {
+			ch.Object = &unstructured.Unstructured{Object: out}
+		}
 		if ch.Action != "" {
 			cs = append(cs, ch)
 			e.observer.ObserveChange(ctx, ch)

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -170,7 +173,8 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 // three of:
 //
 //   - watch: a change to a child reconciles its owner — found through the
-//     child's controller ownerReference, or, for children linked only by
+//     child's controller ownerReference (queued under the owner's own key:
+//     no namespace for a cluster-scoped owner), or, for children linked only by
 //     ensure's owner label (cluster-scoped children of a namespaced owner,
 //     children in another namespace), through an index of T by UID;
 //   - prune: children of the kind that the DesiredFunc no longer declares
@@ -298,8 +302,9 @@ func (b *Builder[T]) Observability(o *observability.Observability) *Builder[T] {
 // as given: MaxConcurrentReconciles (controller-runtime's default is 1; two
 // workers never reconcile the same object at once), RateLimiter,
 // UsePriorityQueue, EnableWarmup, RecoverPanic, NeedLeaderElection,
-// ReconciliationTimeout, CacheSyncTimeout, … The one exception: a
-// [Builder.Shard] controller never needs leader election.
+// ReconciliationTimeout, CacheSyncTimeout, … Two exceptions: a
+// [Builder.Shard] controller never needs leader election, and a nil
+// RateLimiter means [DefaultRateLimiter], not controller-runtime's.
 func (b *Builder[T]) WithOptions(o controller.Options) *Builder[T] {
 	b.ctrlOpts = o
 	return b
@@ -652,6 +657,9 @@ func (b *Builder[T]) Complete() error {
 	}
 	preds := append([]predicate.Predicate{first}, b.predicates...)
 	opts := b.ctrlOpts
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = DefaultRateLimiter()
+	}
 	var rec reconcile.Reconciler = r
 	if b.shard != nil {
 		if err := b.shard.SetupWithManager(b.mgr, b.newObject()); err != nil {
@@ -674,11 +682,14 @@ func (b *Builder[T]) Complete() error {
 	if err != nil {
 		return fmt.Errorf("reconciler %s: %w", b.name, err)
 	}
+	// Resolved at the first child event, not here: T's CRD may not be
+	// served yet when the controller is set up.
+	ownerNamespaced := scopeOf(b.client, b.newObject())
 	for _, o := range b.owns {
 		if o.noWatch {
 			continue
 		}
-		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), b.newObject))
+		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
 		bld = bld.Watches(o.obj, trigger(h), builder.WithPredicates(o.predicates...))
 	}
 	for _, w := range b.watches {
@@ -688,6 +699,29 @@ func (b *Builder[T]) Complete() error {
 		bld = bld.Watches(ref.obj, trigger(handler.EnqueueRequestsFromMapFunc(refMapper(ref, b.mgr.GetScheme(), b.cache, b.newObject))), ref.opts...)
 	}
 	return bld.Complete(rec)
+}
+
+// DefaultMaxRetryDelay is the longest [DefaultRateLimiter] waits before
+// retrying an object whose reconciles keep failing with transient errors.
+const DefaultMaxRetryDelay = 30 * time.Second
+
+// DefaultRateLimiter is the workqueue rate limiter of every controller the
+// builder registers, unless [Builder.WithOptions] sets another: per object,
+// an exponential backoff from 5ms doubling up to [DefaultMaxRetryDelay]
+// (controller-runtime's default goes up to 1000s), and overall at most 10
+// retries per second with bursts of 100 (as controller-runtime's default).
+// It applies only to transient errors (outcome.Transient and errors outcome
+// does not recognise); the other classes requeue after a fixed wait or not
+// at all. The cap bounds the time an object takes to recover after an
+// outage: failures during an API-server outage or a network cut are counted
+// per object and only a success resets them, so with a 1000s cap an object
+// whose reconciles failed throughout a minute of outages would wait minutes
+// after the API server is back.
+func DefaultRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, DefaultMaxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // DefaultPredicate passes create, delete and generic events, and update

@@ -25,8 +25,16 @@
 //     a conflict changes no condition.
 //   - The error's class decides the requeue ([outcome.Result]): conflicts
 //     requeue at once without an error log, transient errors back off
-//     exponentially, DependencyNotReady waits its fixed delay, terminal errors
-//     are not retried until the object's generation, labels or annotations change.
+//     exponentially (per object, from 5ms up to [DefaultMaxRetryDelay] with
+//     [DefaultRateLimiter], so an object recovers within 30s of the end of
+//     an outage however long it lasted), DependencyNotReady waits its fixed
+//     delay, terminal errors are not retried until the object's generation,
+//     labels or annotations change.
+//   - A status step never judges a child by a cache copy older than this
+//     reconcile's write of it: [Observed.Reader] returns a child written in
+//     this reconcile as the write returned it (new generation, status as of
+//     the write) unless the cache's copy is that write or, for a kind with
+//     metadata.generation, of the written generation or later.
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
 //     controller's own status writes do not trigger reconciles. Kinds without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,13 +37,26 @@ func indexField(ctx context.Context, indexer client.FieldIndexer, obj client.Obj
 }
 
 // ownerMapper maps a child's event to its owner: the controller
-// ownerReference when it names the owner kind, else ensure's owner label,
-// resolved to the owner's namespace/name through the UID index on reader.
-func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, owner schema.GroupKind, newObject func() T) handler.MapFunc {
+// ownerReference when it names the owner kind (in the child's namespace, or
+// none when the owner kind is cluster-scoped: the owner's key must be the one
+// its own events use, or the work queue would see two objects), else ensure's
+// owner label, resolved to the owner's namespace/name through the UID index on
+// reader.
+func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, owner schema.GroupKind, ownerNamespaced func() (bool, error), newObject func() T) handler.MapFunc {
 	return func(ctx context.Context, child client.Object) []reconcile.Request {
 		if ref := metav1.GetControllerOfNoCopy(child); ref != nil {
 			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == owner.Group && ref.Kind == owner.Kind {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: child.GetNamespace(), Name: ref.Name}}}
+				key := types.NamespacedName{Name: ref.Name}
+				namespaced, err := ownerNamespaced()
+				if err != nil {
+					// The child's namespace still reaches the owner (a cluster-scoped
+					// Get ignores it); only the queue key differs.
+					log.FromContext(ctx).Error(err, "scope of the owner kind", "kind", owner.Kind)
+				}
+				if namespaced {
+					key.Namespace = child.GetNamespace()
+				}
+				return []reconcile.Request{{NamespacedName: key}}
 			}
 		}
 		uid := child.GetLabels()[ensure.LabelOwnerUID]
@@ -172,4 +186,25 @@ func requestsOf(list client.ObjectList) []reconcile.Request {
 		return nil
 	})
 	return reqs
+}
+
+// scopeOf returns whether obj's kind is namespaced, asking c's REST mapper
+// at the first call that can get an answer and remembering it; until then it
+// says namespaced, with the error.
+func scopeOf(c client.Client, obj client.Object) func() (bool, error) {
+	var mu sync.Mutex
+	known, namespaced := false, true
+	return func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if known {
+			return namespaced, nil
+		}
+		ns, err := c.IsObjectNamespaced(obj)
+		if err != nil {
+			return true, err
+		}
+		known, namespaced = true, ns
+		return ns, nil
+	}
 }

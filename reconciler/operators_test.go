@@ -835,3 +835,58 @@ func TestOwnsAfterEnsurerIsRefused(t *testing.T) {
 		t.Fatalf("Build = %v, want a refusal of the late Owns", err)
 	}
 }
+
+// TestClusterScopedOwnerIsReconciledUnderItsOwnKey: a namespaced child of a
+// cluster-scoped owner (here a ConfigMap of a Namespace, linked by a
+// controller ownerReference) reconciles the owner under the owner's key —
+// no namespace — and never under a key carrying the child's namespace, which
+// the work queue would treat as another object and reconcile concurrently
+// with the real one.
+func TestClusterScopedOwnerIsReconciledUnderItsOwnKey(t *testing.T) {
+	ns := env.Namespace(t)
+	var mu sync.Mutex
+	keys := map[types.NamespacedName]int{}
+	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+		return reconciler.For(mgr, "namespace-owner", func() *corev1.Namespace { return &corev1.Namespace{} }).
+			WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == ns })).
+			Owns(&corev1.ConfigMap{}).
+			Children(func(_ context.Context, n *corev1.Namespace) ([]client.Object, error) {
+				return []client.Object{&corev1.ConfigMap{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: n.Name, Name: "owned"},
+					Data:       map[string]string{"k": "declared"},
+				}}, nil
+			}).
+			WithSteps(reconciler.Steps[*corev1.Namespace]{Get: func(ctx context.Context, key types.NamespacedName, n *corev1.Namespace) error {
+				mu.Lock()
+				keys[key]++
+				mu.Unlock()
+				return mgr.GetClient().Get(ctx, key, n)
+			}}).
+			Observability(obs).
+			Complete()
+	})
+	cm := &corev1.ConfigMap{}
+	waitFor(t, 10*time.Second, "the Namespace's ConfigMap created", func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "owned"}, cm)
+		return err == nil, err
+	})
+	if ref := metav1.GetControllerOf(cm); ref == nil || ref.Kind != "Namespace" || ref.Name != ns {
+		t.Fatalf("the ConfigMap is not linked to its Namespace by a controller ownerReference: %v", cm.OwnerReferences)
+	}
+	cm.Data["k"] = "drifted"
+	if err := env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the drift corrected", func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), cm)
+		return err == nil && cm.Data["k"] == "declared", err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for key := range keys {
+		if key != (types.NamespacedName{Name: ns}) {
+			t.Errorf("the cluster-scoped owner was reconciled under key %q; want only %q (all keys: %v)", key, ns, keys)
+		}
+	}
+}

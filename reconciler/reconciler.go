@@ -36,7 +36,13 @@ type Observed struct {
 	// observe-only mode, where nothing is written).
 	Changes ensure.ChangeSet
 	// Reader reads from the manager's cache (children included), or from the
-	// client of a [ForClient] builder without a cache.
+	// client of a [ForClient] builder without a cache. A Get of a child
+	// written in this reconcile (an entry of Changes with an Object) returns
+	// that write's result unless the cache's copy is that write or — for a
+	// kind with metadata.generation — of the written generation or later, so
+	// a child just changed is never judged by its copy from before the
+	// change (a Deployment patched to a new spec does not pass for rolled
+	// out); List is the cache's as it is.
 	Reader client.Reader
 
 	owner    client.Object
@@ -179,7 +185,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		requeue, err = successWait(requeue, err)
 	}
 	if err == nil && r.status != nil {
-		err = r.status(ctx, obj, Observed{Changes: changes, Reader: r.reader, owner: obj, children: r})
+		err = r.status(ctx, obj, Observed{Changes: changes, Reader: fresh(r.reader, r.client.Scheme(), changes), owner: obj, children: r})
 		requeue, err = successWait(requeue, err)
 	}
 	if err == nil && requeue > 0 {

@@ -178,7 +178,14 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 		if err != nil {
 			return false, fmt.Errorf("storageversion: list %s: %w", crd.Name, err)
 		}
-		if failed := m.rewritePage(ctx, list.Items, crd.Spec.Group, served); failed != "" {
+		failed := m.rewritePage(ctx, list.Items, crd.Spec.Group, served)
+		if ctx.Err() != nil {
+			// Stopped (the operator is shutting down), not failed: the
+			// progress recorded after the last whole page stands, and the
+			// next run resumes from it.
+			return false, fmt.Errorf("storageversion: %s: stopped after %d objects: %w", crd.Name, p.Migrated, context.Cause(ctx))
+		}
+		if failed != "" {
 			p.Failed = failed
 			_ = m.record(ctx, crd.Name, p)
 			return false, fmt.Errorf("storageversion: %s: rewrite %s", crd.Name, p.Failed)
@@ -202,7 +209,8 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 }
 
 // rewritePage rewrites items with m.workers workers and returns the first
-// failure as "namespace/name: error" ("" when every rewrite succeeded).
+// failure as "namespace/name: error" ("" when every rewrite succeeded); it
+// stops early when ctx ends (the caller checks ctx).
 func (m *Migrator) rewritePage(ctx context.Context, items []unstructured.Unstructured, group string, served []string) string {
 	var (
 		mu     sync.Mutex
@@ -236,9 +244,6 @@ func (m *Migrator) rewritePage(ctx context.Context, items []unstructured.Unstruc
 	}
 	close(next)
 	wg.Wait()
-	if failed == "" && ctx.Err() != nil {
-		failed = "interrupted: " + ctx.Err().Error()
-	}
 	return failed
 }
 
@@ -317,15 +322,22 @@ func (m *Migrator) record(ctx context.Context, crdName string, p *Progress) erro
 	return nil
 }
 
+// readProgress parses the progress annotation; one that does not parse as a
+// whole (edited by hand, truncated) is no progress at all — never half of
+// one, whose continue token or done flag could skip objects — so the
+// migration starts over, which is safe: a rewrite is idempotent.
 func readProgress(crd *apiextensionsv1.CustomResourceDefinition) Progress {
 	var p Progress
 	if v := crd.Annotations[AnnotationProgress]; v != "" {
-		_ = json.Unmarshal([]byte(v), &p)
+		if json.Unmarshal([]byte(v), &p) != nil || p.Migrated < 0 {
+			return Progress{}
+		}
 	}
 	return p
 }
 
-// ReadProgress returns the progress recorded on crd, and whether there is any.
+// ReadProgress returns the progress recorded on crd, and whether there is
+// any; a record that does not parse reads as the zero Progress.
 func ReadProgress(crd *apiextensionsv1.CustomResourceDefinition) (Progress, bool) {
 	_, ok := crd.Annotations[AnnotationProgress]
 	return readProgress(crd), ok

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/outcome"
@@ -31,9 +32,9 @@ const DefaultStuckAfter = 5 * time.Minute
 // [DefaultStuckAfter]).
 func WithStuckAfter(d time.Duration) Option { return func(w *Workflow) { w.stuckAfter = d } }
 
-// WithNow sets the clock [Workflow.Teardown] measures stuck deletions with
-// (default time.Now).
-func WithNow(now func() time.Time) Option { return func(w *Workflow) { w.now = now } }
+// WithClock sets the clock [Workflow.Teardown] measures stuck deletions with
+// (default the real clock).
+func WithClock(c clock.PassiveClock) Option { return func(w *Workflow) { w.clock = c } }
 
 // Blocked is a child that keeps [Workflow.Teardown] from finishing: it still
 // exists (as the cache shows it).
@@ -113,7 +114,7 @@ func (w *Workflow) Teardown(ctx context.Context, owner client.Object) (*Teardown
 		}
 		live[i] = o
 	}
-	now := w.now()
+	now := w.clock.Now()
 	for i := n - 1; i >= 0; i-- {
 		o := live[i]
 		if o == nil {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -110,7 +111,7 @@ type Workflow struct {
 	owned   func(owner, obj client.Object) bool
 
 	stuckAfter time.Duration
-	now        func() time.Time
+	clock      clock.PassiveClock
 }
 
 // Errors of [New], matched with errors.Is.
@@ -128,7 +129,7 @@ func New(c client.Client, apply Applier, nodes []Node, opts ...Option) (*Workflo
 		return nil, errors.New("workflow: nil client")
 	}
 	w := &Workflow{c: c, apply: apply, index: map[string]int{}, recheck: outcome.DefaultDependencyWait, owned: controlledBy,
-		stuckAfter: DefaultStuckAfter, now: time.Now}
+		stuckAfter: DefaultStuckAfter, clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(w)
 	}

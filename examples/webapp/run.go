@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	webappv1beta1 "github.com/opkit/opkit/examples/webapp/api/v1beta1"
 	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
@@ -28,7 +30,10 @@ import (
 // DemoNamespace is where the embedded demo applies the sample WebApps.
 const DemoNamespace = "demo"
 
-func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(webappv1.AddToScheme) }
+func newScheme() (*runtime.Scheme, error) {
+	// apiextensions.k8s.io/v1: the storage-version migrator reads the CRD.
+	return examplecmd.NewScheme(webappv1.AddToScheme, webappv1beta1.AddToScheme, apiextensionsv1.AddToScheme)
+}
 
 func run(ctx context.Context, o options) error {
 	cfg, err := o.ClusterConfig()
@@ -91,7 +96,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	reg := registry.New()
-	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true}); err != nil {
 		return err
 	}
 

@@ -1,9 +1,12 @@
 // Command opkit-bench runs the operator benchmark (package bench) and writes
 // report.md, report.json and SVG charts to --out.
 //
-//	go run ./bench/cmd/opkit-bench --out out/bench           # default, ~10 min on 2 cores
-//	go run ./bench/cmd/opkit-bench --out out/bench --quick   # CI smoke, < 3 min
-//	go run ./bench/cmd/opkit-bench --out out/bench --full    # 5,000 WebApps
+// It lives in the benchmark's own module (bench/go.mod); from the repository
+// root, `make bench` runs it. Inside bench/:
+//
+//	go run ./cmd/opkit-bench --out ../out/bench           # default, 15-30 min on 2 cores
+//	go run ./cmd/opkit-bench --out ../out/bench --quick   # CI smoke, < 3 min
+//	go run ./cmd/opkit-bench --out ../out/bench --full    # 5,000 WebApps
 //
 // Every scenario of every contender runs on a fresh control plane; with
 // --quick (or --chained) every contender gets one fresh control plane on
@@ -44,8 +47,8 @@ func run() error {
 	chained := flag.Bool("chained", false, "one fresh control plane per contender, the scenarios run as a lifecycle on it (the default with --quick; about half the time)")
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
 	workers := flag.Int("workers", 0, "override reconcile workers")
-	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,opkit")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file")
+	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 

@@ -5,6 +5,10 @@
 //	Pending → Provisioning → Ready ⇄ BackingUp → Upgrading → Ready
 //	Ready ⇄ Degraded, and Deleting (final backup) from any phase
 //
+// Every phase declares the children through one workflow (opkit's workflow
+// package): Service, then StatefulSet, then a backup Job when one is due, so
+// no handler sequences them by hand.
+//
 // Version upgrades back the data up first (a Job; the record goes to the
 // backup catalog), then roll the replicas one at a time by stepping the
 // StatefulSet's RollingUpdate partition down one ordinal at a time, each step
@@ -210,7 +214,7 @@ func (r *handlers) provisioning(ctx context.Context, db *dbv1.Database) (phase.O
 	if version == "" {
 		version = db.Spec.Version
 	}
-	rep, err := r.serving(db, Image(r.opts.Image, version)).Reconcile(ctx, db)
+	rep, err := r.children(db, Image(r.opts.Image, version), 0, nil).Reconcile(ctx, db)
 	if rep == nil || outcome.Classify(err).Class != outcome.ClassDependencyNotReady && err != nil {
 		return phase.Outcome{}, err
 	}
@@ -222,23 +226,59 @@ func (r *handlers) provisioning(ctx context.Context, db *dbv1.Database) (phase.O
 	return phase.Next(phase.Ready).WithMessage(fmt.Sprintf("%d/%d replicas of %s ready", want, want, version)), nil
 }
 
-// serving is the workflow of the children that serve db at image: the
-// headless Service, then the StatefulSet once the Service exists; the
-// StatefulSet is ready when every replica is updated and Ready
-// (workflow.StatefulSetReady). The order and the readiness are the
-// workflow's, not spelled out here.
-func (r *handlers) serving(db *dbv1.Database, image string) *workflow.Workflow {
+// children is the Database's children as one workflow, so no handler spells
+// out their order or readiness: the headless Service; the StatefulSet
+// (template image, RollingUpdate partition) once the Service exists, ready
+// when every replica is updated and Ready (workflow.StatefulSetReady,
+// partition aware); and, when backup is not nil, that backup Job once the
+// StatefulSet serves (at least one Ready replica to dump from), ready when
+// it completed, failed (terminal, Stalled) when it failed.
+//
+// Handlers that must not change the StatefulSet (a backup before an upgrade,
+// a repair while a rollout is pending, the final backup) declare it in its
+// live shape (see [shape]), so the workflow keeps the order and writes
+// nothing to it.
+func (r *handlers) children(db *dbv1.Database, image string, partition int32, backup *batchv1.Job) *workflow.Workflow {
+	nodes := []workflow.Node{
+		{Name: "service", Object: Service(db)},
+		{Name: "statefulset", Object: StatefulSet(db, image, partition), DependsOn: []string{"service"}},
+	}
+	if backup != nil {
+		nodes[1].Ready = serves
+		nodes = append(nodes, workflow.Node{Name: "backup", Object: backup, DependsOn: []string{"statefulset"}, Ready: workflow.JobReady})
+	}
 	wf, err := workflow.New(r.client, workflow.ApplierFunc(func(ctx context.Context, owner, obj client.Object, keep []client.Object) (bool, error) {
 		cs, err := r.ensurer.EnsureKeeping(ctx, owner, keep, obj)
 		return cs.Changed(), err
-	}), []workflow.Node{
-		{Name: "service", Object: Service(db)},
-		{Name: "statefulset", Object: StatefulSet(db, image, 0), DependsOn: []string{"service"}},
-	})
+	}), nodes)
 	if err != nil {
 		panic(err) // a fixed, valid graph
 	}
 	return wf
+}
+
+// serves is the StatefulSet's readiness when a backup depends on it: at
+// least one replica is Ready to dump the data from (a Degraded database is
+// still backed up).
+func serves(obj client.Object) workflow.Readiness {
+	sts, ok := obj.(*appsv1.StatefulSet)
+	switch {
+	case !ok:
+		return workflow.Readiness{Reason: "WrongType", Message: fmt.Sprintf("%T is not a StatefulSet", obj)}
+	case sts.Status.ReadyReplicas == 0:
+		return workflow.Readiness{Reason: "NoReadyReplica", Message: "no replica is Ready to back up from"}
+	}
+	return workflow.Readiness{Ready: true, Reason: "Serving", Message: fmt.Sprintf("%d replicas Ready", sts.Status.ReadyReplicas)}
+}
+
+// shape returns the image and partition to declare the StatefulSet with so
+// that nothing of it changes: the live template's image and partition, or,
+// when there is no StatefulSet, the running version at partition 0.
+func (r *handlers) shape(db *dbv1.Database, sts *appsv1.StatefulSet) (string, int32) {
+	if sts == nil || templateImage(sts) == "" {
+		return Image(r.opts.Image, db.Status.CurrentVersion), 0
+	}
+	return templateImage(sts), livePartition(sts, 0)
 }
 
 // ready keeps the children as declared and watches them: a version change
@@ -263,7 +303,7 @@ func (r *handlers) ready(ctx context.Context, db *dbv1.Database) (phase.Outcome,
 	}
 	// Keep the children as declared; readiness is judged below (Degraded
 	// after a grace period), so a workflow that is not ready is no error.
-	if _, err := r.serving(db, Image(r.opts.Image, db.Status.CurrentVersion)).Reconcile(ctx, db); err != nil &&
+	if _, err := r.children(db, Image(r.opts.Image, db.Status.CurrentVersion), 0, nil).Reconcile(ctx, db); err != nil &&
 		outcome.Classify(err).Class != outcome.ClassDependencyNotReady {
 		return phase.Outcome{}, err
 	}
@@ -290,9 +330,9 @@ func (r *handlers) backingUp(ctx context.Context, db *dbv1.Database) (phase.Outc
 		return phase.Next(phase.Ready).WithMessage("upgrade cancelled: spec.version is the running version again"), nil
 	}
 	name := PreUpgradeBackupName(db)
-	done, err := r.backup(ctx, db, name, backup.ReasonPreUpgrade)
+	done, waiting, err := r.backup(ctx, db, sts, name, backup.ReasonPreUpgrade)
 	if err != nil || !done {
-		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("backup %s of %s running", name, db.Status.CurrentVersion)), err
+		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("backup %s of %s %s", name, db.Status.CurrentVersion, waiting)), err
 	}
 	return phase.Next(Upgrading).WithMessage(fmt.Sprintf("backup %s completed; upgrading from %s to %s", name, db.Status.CurrentVersion, db.Spec.Version)), nil
 }
@@ -332,7 +372,8 @@ func (r *handlers) upgrading(ctx context.Context, db *dbv1.Database) (phase.Outc
 		updated = UpdatedFromTop(pods, want, sts.Status.UpdateRevision)
 		partition = max(want-1-updated, 0)
 	}
-	if _, err := r.ensurer.Ensure(ctx, db, Service(db), StatefulSet(db, target, partition)); err != nil {
+	if _, err := r.children(db, target, partition, nil).Reconcile(ctx, db); err != nil &&
+		outcome.Classify(err).Class != outcome.ClassDependencyNotReady {
 		return phase.Outcome{}, err
 	}
 	if updated == want && sts.Status.UpdatedReplicas == want && sts.Status.ReadyReplicas == want && sts.Status.Replicas == want {
@@ -353,11 +394,12 @@ func (r *handlers) degraded(ctx context.Context, db *dbv1.Database) (phase.Outco
 	if err != nil {
 		return phase.Outcome{}, err
 	}
-	desired := []client.Object{Service(db)}
-	if sts == nil || !r.needsRollout(db, sts) {
-		desired = append(desired, StatefulSet(db, Image(r.opts.Image, db.Status.CurrentVersion), 0))
+	image, partition := Image(r.opts.Image, db.Status.CurrentVersion), int32(0)
+	if sts != nil && r.needsRollout(db, sts) {
+		image, partition = r.shape(db, sts)
 	}
-	if _, err := r.ensurer.Ensure(ctx, db, desired...); err != nil {
+	if _, err := r.children(db, image, partition, nil).Reconcile(ctx, db); err != nil &&
+		outcome.Classify(err).Class != outcome.ClassDependencyNotReady {
 		return phase.Outcome{}, err
 	}
 	want := db.DesiredReplicas()
@@ -377,11 +419,15 @@ func (r *handlers) deleting(ctx context.Context, db *dbv1.Database) (phase.Outco
 	if db.Status.CurrentVersion == "" {
 		return phase.Done().WithMessage("no final backup: the Database was never provisioned"), nil
 	}
+	sts, err := r.statefulSet(ctx, db)
+	if err != nil {
+		return phase.Outcome{}, err
+	}
 	name := FinalBackupName(db)
-	done, err := r.backup(ctx, db, name, backup.ReasonFinal)
+	done, waiting, err := r.backup(ctx, db, sts, name, backup.ReasonFinal)
 	if err != nil || !done {
-		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("taking the final backup %s before deletion; to delete without it: kubectl annotate -n %s database/%s %s=true",
-			name, db.Namespace, db.Name, dbv1.SkipFinalBackupAnnotation)), err
+		return phase.RequeueAfter(2 * time.Second).WithMessage(fmt.Sprintf("taking the final backup %s before deletion (%s); to delete without it: kubectl annotate -n %s database/%s %s=true",
+			name, waiting, db.Namespace, db.Name, dbv1.SkipFinalBackupAnnotation)), err
 	}
 	return phase.Done().WithMessage(fmt.Sprintf("final backup %s completed", name)), nil
 }
@@ -396,7 +442,11 @@ func (r *handlers) verifyFinalBackup(ctx context.Context, db *dbv1.Database) (fi
 	if _, ok := r.opts.Catalog.Find(key(db), string(db.UID), backup.ReasonFinal); ok {
 		return finalizer.Done(), nil
 	}
-	done, err := r.backup(ctx, db, FinalBackupName(db), backup.ReasonFinal)
+	sts, err := r.statefulSet(ctx, db)
+	if err != nil {
+		return finalizer.StepResult{}, err
+	}
+	done, _, err := r.backup(ctx, db, sts, FinalBackupName(db), backup.ReasonFinal)
 	if err != nil {
 		return finalizer.StepResult{}, err
 	}
@@ -416,27 +466,35 @@ func (r *handlers) status(ctx context.Context, db *dbv1.Database, _ reconciler.O
 	return nil
 }
 
-// backup makes sure the backup Job name exists and reports whether it
-// completed; a completed one is recorded in the catalog and in
-// status.lastBackup. A failed Job is a terminal error (Stalled): deleting the
-// Job retries, and its deletion event reconciles.
-func (r *handlers) backup(ctx context.Context, db *dbv1.Database, name, reason string) (bool, error) {
-	job := BackupJob(db, r.opts.Image, name, reason, db.Status.CurrentVersion)
-	if _, err := r.ensurer.Ensure(ctx, db, job); err != nil {
-		return false, err
+// backup runs the backup Job name as the last node of the children's
+// workflow (after the StatefulSet, declared in its live shape so nothing of
+// it changes, serves) and reports whether it completed; a completed one is
+// recorded in the catalog and in status.lastBackup; one that did not says
+// what it waits for. A failed Job is a
+// terminal error (Stalled) naming the Job: deleting the Job retries, and its
+// deletion event reconciles.
+func (r *handlers) backup(ctx context.Context, db *dbv1.Database, sts *appsv1.StatefulSet, name, reason string) (done bool, waiting string, err error) {
+	image, partition := r.shape(db, sts)
+	rep, err := r.children(db, image, partition, BackupJob(db, r.opts.Image, name, reason, db.Status.CurrentVersion)).Reconcile(ctx, db)
+	if rep == nil {
+		return false, "", err
 	}
-	live := &batchv1.Job{}
-	if err := r.client.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil // just created; the cache has not seen it yet
+	node := rep.Node("backup")
+	switch {
+	case node.State == workflow.StateFailed && node.Terminal:
+		return false, "", reconcile.TerminalError(fmt.Errorf("backup Job %s/%s failed (%s); delete it to retry", db.Namespace, name, node.Message))
+	case node.State == workflow.StateWaiting:
+		return false, "waiting for a Ready replica to back up from", nil
+	case node.State != workflow.StateReady:
+		// Running or just created; the workflow's summary is not an error.
+		if err != nil && outcome.Classify(err).Class != outcome.ClassDependencyNotReady {
+			return false, "", err
 		}
-		return false, err
+		return false, "running: " + node.Message, nil
 	}
-	if jobCondition(live, batchv1.JobFailed) {
-		return false, reconcile.TerminalError(fmt.Errorf("backup Job %s/%s failed; delete it to retry", live.Namespace, live.Name))
-	}
-	if !jobCondition(live, batchv1.JobComplete) {
-		return false, nil
+	live, ok := node.Object.(*batchv1.Job)
+	if !ok {
+		return false, "", fmt.Errorf("backup Job %s/%s: read back as %T", db.Namespace, name, node.Object)
 	}
 	at := live.CreationTimestamp
 	if live.Status.CompletionTime != nil {
@@ -445,7 +503,7 @@ func (r *handlers) backup(ctx context.Context, db *dbv1.Database, name, reason s
 	r.opts.Catalog.Record(ctx, backup.Backup{ID: name, Database: key(db), UID: string(db.UID),
 		Version: db.Status.CurrentVersion, Reason: reason, CompletedAt: at.Time})
 	db.Status.LastBackup = &dbv1.BackupRecord{Name: name, Version: db.Status.CurrentVersion, Reason: reason, CompletionTime: at}
-	return true, nil
+	return true, "", nil
 }
 
 // needsRollout reports whether the replicas must be rolled: spec.version is
@@ -573,15 +631,6 @@ func livePartition(sts *appsv1.StatefulSet, fallback int32) int32 {
 		return *ru.Partition
 	}
 	return fallback
-}
-
-func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func waived(db *dbv1.Database) bool {

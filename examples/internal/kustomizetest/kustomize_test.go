@@ -26,6 +26,7 @@ import (
 	bucketconfig "github.com/opkit/opkit/examples/bucket/config"
 	databaseconfig "github.com/opkit/opkit/examples/database/config"
 	"github.com/opkit/opkit/examples/internal/manifest"
+	tenantconfig "github.com/opkit/opkit/examples/tenant/config"
 	webappconfig "github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/hardening"
@@ -48,6 +49,7 @@ var examples = []example{
 	{name: "webapp", webhooks: true, crds: webappconfig.CRDs},
 	{name: "bucket", crds: bucketconfig.CRDs},
 	{name: "database", crds: databaseconfig.CRDs},
+	{name: "tenant", crds: tenantconfig.CRDs},
 }
 
 func (e example) configDir() string        { return filepath.Join("..", "..", e.name, "config") }
@@ -61,6 +63,16 @@ func TestDefaultKustomizationRendersAWorkingInstall(t *testing.T) {
 			file, objs := render(ctx, t, filepath.Join(ex.configDir(), "default"))
 			s := set{t: t, objs: objs}
 			checkInstall(t, ex, s)
+			if ex.name == "tenant" {
+				// The prefix renames the ClusterRole the operator binds; a
+				// replacement passes the new name to the operator.
+				s.get("ClusterRole", "", ex.prefixed("tenant-admin"))
+				var dep appsv1.Deployment
+				s.decode(s.get("Deployment", ex.namespace(), ex.prefixed("controller-manager")), &dep)
+				if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--default-admin-role="+ex.prefixed("tenant-admin")) {
+					t.Errorf("the tenant operator is not told the prefixed tenant-admin role: args %v", args)
+				}
+			}
 			if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceMonitor" }) {
 				t.Errorf("config/default includes a ServiceMonitor; the prometheus component is optional and off by default, as in kubebuilder")
 			}
@@ -291,6 +303,26 @@ func checkWebhooks(t *testing.T, ex example, s set, dep *appsv1.Deployment, muta
 			if name != svcName || namespace != ns {
 				t.Errorf("%s %s calls Service %s/%s, want the created %s/%s", cfg.GetKind(), cfg.GetName(), namespace, name, ns, svcName)
 			}
+		}
+	}
+
+	// A CRD serving more than one version converts through the webhook
+	// Service, with the same CA injection.
+	for _, crd := range s.ofKind("CustomResourceDefinition") {
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		if len(versions) < 2 {
+			continue
+		}
+		strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy")
+		name, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "name")
+		namespace, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "namespace")
+		path, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "path")
+		if strategy != "Webhook" || name != svcName || namespace != ns || path != "/convert" {
+			t.Errorf("CRD %s serves %d versions but converts with strategy %q via %s/%s%s, want Webhook via %s/%s/convert",
+				crd.GetName(), len(versions), strategy, namespace, name, path, ns, svcName)
+		}
+		if got := crd.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != wantCA {
+			t.Errorf("CRD %s: cert-manager.io/inject-ca-from = %q, want %q", crd.GetName(), got, wantCA)
 		}
 	}
 

@@ -63,8 +63,8 @@ func TestOperatorDeploymentsAreHardened(t *testing.T) {
 			}
 		}
 	}
-	if seen < 3 {
-		t.Fatalf("checked %d operator Deployments, want one per example with manifests (webapp, bucket, database)", seen)
+	if seen < 4 {
+		t.Fatalf("checked %d operator Deployments, want one per example with manifests (webapp, bucket, database, tenant)", seen)
 	}
 }
 

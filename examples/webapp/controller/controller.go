@@ -31,6 +31,7 @@ import (
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/sharding"
+	"github.com/opkit/opkit/storageversion"
 )
 
 // Name is the controller's name: field owner, event source, metrics label.
@@ -53,7 +54,19 @@ type Options struct {
 	// Shard, when set, makes this replica one member of a sharded operator:
 	// it reconciles only the WebApps assigned to it (see the sharding package).
 	Shard *sharding.Shard
+	// MigrateStorage adds a storageversion.Migrator for [CRDName] to the
+	// manager (leader only, once per start): after an upgrade that changed
+	// the CRD's storage version (v1beta1 → v1), it rewrites every WebApp at
+	// the storage version and trims status.storedVersions, so the old
+	// version can be dropped from the CRD. Progress is on the CRD's
+	// storageversion.opkit.dev/progress annotation. The migrator reads and
+	// writes through its own client (no CRD informer: the role needs only
+	// get and patch on this one CRD). The main binary sets it.
+	MigrateStorage bool
 }
+
+// CRDName is the name of the WebApp CustomResourceDefinition.
+const CRDName = "webapps.apps.example.com"
 
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;update;patch
@@ -61,6 +74,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions;customresourcedefinitions/status,resourceNames=webapps.apps.example.com,verbs=get;patch
 
 // Setup registers the webapp controller with mgr.
 func Setup(mgr manager.Manager, o Options) error {
@@ -96,7 +110,17 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Shard != nil {
 		b = b.Shard(o.Shard)
 	}
-	return b.Complete()
+	if err := b.Complete(); err != nil {
+		return err
+	}
+	if !o.MigrateStorage {
+		return nil
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("webapp storage migration: %w", err)
+	}
+	return mgr.Add(storageversion.New(client.WithFieldOwner(c, Name), []string{CRDName}))
 }
 
 // AnnotationEnvHash is the pod template annotation holding a hash of the

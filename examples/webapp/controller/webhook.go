@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -21,9 +22,16 @@ import (
 // +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp.apps.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp.apps.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=5
 
-// SetupWebhooks registers the WebApp defaulting and validating webhooks on mgr's webhook server.
+// SetupWebhooks registers the WebApp defaulting and validating webhooks on
+// mgr's webhook server, and the conversion webhook (/convert) between
+// apps.example.com/v1beta1 and v1 when mgr's scheme holds both versions.
 func SetupWebhooks(mgr manager.Manager) error {
-	return webhook.Install(mgr, &webappv1.WebApp{}, webhook.DefaultFunc[*webappv1.WebApp](Default), Validator())
+	if err := webhook.Install(mgr, &webappv1.WebApp{}, webhook.DefaultFunc[*webappv1.WebApp](Default), Validator()); err != nil {
+		return err
+	}
+	// "/convert": v1beta1 ⇄ v1 (the hub), when mgr's scheme holds both
+	// versions; controller-runtime's builder registers it.
+	return builder.WebhookManagedBy(mgr, &webappv1.WebApp{}).Complete()
 }
 
 // Default fills in what the schema's defaults cannot: a valid image

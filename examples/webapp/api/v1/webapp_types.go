@@ -93,6 +93,7 @@ type WebAppStatus struct {
 // WebApp is a stateless web application: a ConfigMap, a Deployment and a Service.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=wa,categories=all

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net"
+	"runtime/pprof"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"k8s.io/client-go/rest"
+)
+
+// The contenders run in the benchmark's process, beside the harness (load
+// generator, readiness tracker, Deployment stub). A contender's CPU is the
+// CPU of the goroutines carrying its pprof label: everything a contender
+// starts runs inside pprof.Do(contenderLabel=name), and goroutines inherit
+// the labels of the goroutine that starts them — its manager, informers,
+// workers, the ceiling's loop, and the HTTP/2 connections of its own
+// transport (withOwnTransport), which are dialled from its goroutines, so
+// TLS and framing count too. The Go CPU profiler samples every running
+// thread 100 times a second and tags each sample with the running
+// goroutine's labels; a phase's contender CPU is the sum of its labelled
+// samples. Goroutines that neither the contender nor the harness start
+// (the garbage collector's background workers) are not attributed: they are
+// in the process figure, which getrusage gives for the same window.
+const contenderLabel = "contender"
+
+// labelled runs fn with the contender's pprof label, so every goroutine fn
+// starts is attributed to the contender.
+func labelled(ctx context.Context, contender string, fn func(ctx context.Context)) {
+	pprof.Do(ctx, pprof.Labels(contenderLabel, contender), fn)
+}
+
+// withOwnTransport gives cfg a dialer of its own: client-go then builds a
+// transport (and connections) for it instead of sharing the cached one of
+// the harness's clients, so the connections' goroutines are the
+// contender's.
+func withOwnTransport(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	out.Dial = d.DialContext
+	return out
+}
+
+// cpuMeter measures one phase's CPU: the process's (getrusage: user +
+// system of every thread) and the contender's labelled share.
+type cpuMeter struct {
+	buf      bytes.Buffer
+	process0 time.Duration
+	profiler bool
+}
+
+// startCPU starts measuring. When the CPU profiler is already in use (the
+// command's --cpuprofile), the contender's share is not measured.
+func startCPU() *cpuMeter {
+	m := &cpuMeter{process0: processCPU()}
+	m.profiler = pprof.StartCPUProfile(&m.buf) == nil
+	return m
+}
+
+// stop ends the measurement and returns the seconds of CPU the contender's
+// goroutines used (NaN when the profiler was unavailable) and the process's.
+func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds float64) {
+	processSeconds = (processCPU() - m.process0).Seconds()
+	if !m.profiler {
+		return math.NaN(), processSeconds
+	}
+	pprof.StopCPUProfile()
+	p, err := profile.Parse(&m.buf)
+	if err != nil {
+		return math.NaN(), processSeconds
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" && st.Unit == "nanoseconds" {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return math.NaN(), processSeconds
+	}
+	var ns int64
+	for _, s := range p.Sample {
+		if slices.Contains(s.Label[contenderLabel], contender) {
+			ns += s.Value[idx]
+		}
+	}
+	return float64(ns) / 1e9, processSeconds
+}
+
+// processCPU is the user and system CPU time of the whole process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
