@@ -78,7 +78,7 @@ type Assigner struct {
 	readyWeights map[string]int // their weights
 	states       map[string]MemberState
 	weights      map[string]int
-	drained map[assignKey]string // object → member it was drained from
+	drained      map[assignKey]string // object → member it was drained from
 }
 
 type assignKey struct {

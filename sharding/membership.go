@@ -75,8 +75,8 @@ type observed struct {
 	weight         int
 	version        string
 	holder         string
-	duration    time.Duration
-	seen        time.Time // observer clock, when fingerprint last changed
+	duration       time.Duration
+	seen           time.Time // observer clock, when fingerprint last changed
 	// confirmed is false until the observer has seen the Lease change: a Lease
 	// seen for the first time may be long dead (its renewTime is another
 	// machine's clock and is never trusted), so it is not ready yet.
