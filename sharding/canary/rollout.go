@@ -287,8 +287,8 @@ func (r *Rollout) check(ctx context.Context, first bool) error {
 	}
 	r.chooseVersions(ctx, cm, &st, v, now)
 
-	canaryMembers, stableMembers := r.cohortMembers(st, v)
-	target := r.targetWeights(st, canaryMembers, stableMembers)
+	canaryMembers, stableMembers, others := r.cohortMembers(st, v)
+	target := r.targetWeights(st, canaryMembers, stableMembers, others)
 	pending, err := r.applyWeights(ctx, v, target)
 	if err != nil {
 		return err
@@ -434,21 +434,25 @@ func (r *Rollout) chooseVersions(ctx context.Context, cm *corev1.ConfigMap, st *
 	}
 }
 
-// cohortMembers splits the ready members by version.
-func (r *Rollout) cohortMembers(st State, v view) (canary, stable []string) {
+// cohortMembers splits the ready members by version: the canary's, the
+// stable one's, and any other (a rolled-back canary, the previous version).
+func (r *Rollout) cohortMembers(st State, v view) (canary, stable, others []string) {
 	for _, m := range v.ready {
-		if st.CanaryVersion != "" && v.versions[m] == st.CanaryVersion {
+		switch ver := v.versions[m]; {
+		case st.CanaryVersion != "" && ver == st.CanaryVersion:
 			canary = append(canary, m)
-		} else {
+		case ver == st.StableVersion:
 			stable = append(stable, m)
+		default:
+			others = append(others, m)
 		}
 	}
-	return canary, stable
+	return canary, stable, others
 }
 
 // targetWeights returns the weights the phase asks of the members, or nil
 // when it asks nothing (idle, promoted, rolled back: weights stay as they are).
-func (r *Rollout) targetWeights(st State, canary, stable []string) map[string]int {
+func (r *Rollout) targetWeights(st State, canary, stable, others []string) map[string]int {
 	var p int
 	switch st.Phase {
 	case PhaseProgressing, PhasePaused:
@@ -463,7 +467,11 @@ func (r *Rollout) targetWeights(st State, canary, stable []string) map[string]in
 	if len(canary) == 0 && p > 0 {
 		return nil // nothing to give the share to; the stable keeps everything
 	}
-	return Weights(p, canary, stable)
+	w := Weights(p, canary, stable)
+	for _, m := range others {
+		w[m] = 0
+	}
+	return w
 }
 
 // Weights returns member weights giving the canary members together about
@@ -557,9 +565,14 @@ func (r *Rollout) observe(ctx context.Context, st State, v view, first bool, now
 		if member == "" {
 			continue
 		}
-		c := &stable
-		if st.CanaryVersion != "" && v.versions[member] == st.CanaryVersion {
+		var c *Cohort
+		switch ver := v.versions[member]; {
+		case st.CanaryVersion != "" && ver == st.CanaryVersion:
 			c = &canary
+		case ver == st.StableVersion:
+			c = &stable
+		default:
+			continue // on a member of another version, on its way off it
 		}
 		c.Objects++
 		if ready {
