@@ -64,8 +64,8 @@ func TestWeights(t *testing.T) {
 func TestStateRoundTrip(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	s := State{Phase: PhaseProgressing, StableVersion: "v1", CanaryVersion: "v2", Step: 2, Percent: 50,
-		Canary: Cohort{Version: "v2", Members: []string{"c0", "c1"}, Objects: 12, Stalled: 3},
-		Stable: Cohort{Version: "v1", Members: []string{"s0"}, Objects: 30},
+		Canary:  Cohort{Version: "v2", Members: []string{"c0", "c1"}, Objects: 12, Stalled: 3},
+		Stable:  Cohort{Version: "v1", Members: []string{"s0"}, Objects: 30},
 		Verdict: Wait, Message: "judging", Started: now, Since: now.Add(time.Second), WindowStart: now.Add(2 * time.Second), LastAction: "resume"}
 	got := stateFrom(s.data())
 	if !maps.Equal(got.data(), s.data()) || !got.Started.Equal(now) || got.Canary.Objects != 12 || got.Canary.Unhealthy() != 3 || len(got.Canary.Members) != 2 {
