@@ -9,12 +9,12 @@ import (
 type Verdict string
 
 const (
-	// Wait: nothing wrong yet, and the window has not passed.
+	// Wait means nothing wrong yet, and the window has not passed.
 	Wait Verdict = "Wait"
-	// Pass: the canary held its share for the whole window no worse than
+	// Pass means the canary held its share for the whole window no worse than
 	// the stable version; the rollout widens (or, at the last step, promotes).
 	Pass Verdict = "Pass"
-	// Fail: the canary is worse than the stable version; the rollout rolls
+	// Fail means the canary is worse than the stable version; the rollout rolls
 	// back at once, without waiting for the window to end.
 	Fail Verdict = "Fail"
 )

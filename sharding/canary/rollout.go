@@ -223,8 +223,10 @@ func (r *Rollout) Start(ctx context.Context) error {
 	cacheDone := make(chan error, 1)
 	go func() { cacheDone <- c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done(): // stopped (or lost the election) while syncing
 			return nil
+		default:
 		}
 		return fmt.Errorf("canary: cache did not sync: %w", <-cacheDone)
 	}

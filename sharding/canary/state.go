@@ -45,22 +45,22 @@ func StateName(ring string) string { return "canary-" + ring }
 type Phase string
 
 const (
-	// PhaseIdle: one version runs (or none yet); nothing is rolling out.
+	// PhaseIdle means one version runs (or none yet); nothing is rolling out.
 	PhaseIdle Phase = "Idle"
-	// PhaseProgressing: the canary holds the share of the current step and
+	// PhaseProgressing means the canary holds the share of the current step and
 	// is judged once every object is where the weighted ring places it.
 	PhaseProgressing Phase = "Progressing"
-	// PhasePaused: a person paused; the share is held and nothing is judged.
+	// PhasePaused means a person paused; the share is held and nothing is judged.
 	PhasePaused Phase = "Paused"
-	// PhasePromoting: a person promoted; every object moves to the canary.
+	// PhasePromoting means a person promoted; every object moves to the canary.
 	PhasePromoting Phase = "Promoting"
-	// PhasePromoted: the canary owns every object and is the stable version
+	// PhasePromoted means the canary owns every object and is the stable version
 	// now; members of the previous version keep weight 0.
 	PhasePromoted Phase = "Promoted"
-	// PhaseRollingBack: the canary failed or was aborted; its weight is 0
+	// PhaseRollingBack means the canary failed or was aborted; its weight is 0
 	// and its objects drain back to the stable members.
 	PhaseRollingBack Phase = "RollingBack"
-	// PhaseRolledBack: no object is on a canary member any more; the canary
+	// PhaseRolledBack means no object is on a canary member any more; the canary
 	// members keep weight 0 until they are removed. The same canary version
 	// is not rolled out again; a different one starts a new rollout.
 	PhaseRolledBack Phase = "RolledBack"

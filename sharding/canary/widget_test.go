@@ -33,7 +33,7 @@ var widgetGV = schema.GroupVersion{Group: "canary.test.opkit.dev", Version: "v1"
 
 func (w *Widget) DeepCopyObject() runtime.Object {
 	out := *w
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	w.DeepCopyInto(&out.ObjectMeta)
 	out.Status.Conditions = make([]metav1.Condition, len(w.Status.Conditions))
 	for i := range w.Status.Conditions {
 		w.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
@@ -46,7 +46,7 @@ func (w *Widget) DeepCopyObject() runtime.Object {
 
 func (l *WidgetList) DeepCopyObject() runtime.Object {
 	out := &WidgetList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]Widget, len(l.Items))
 		for i := range l.Items {
