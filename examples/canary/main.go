@@ -73,7 +73,6 @@ type options struct {
 	verbose       bool          // -v
 	logFile       string        // --log-file
 	zap           crzap.Options // --zap-*
-	quiet         bool          // print no per-WebApp lines (tests at scale)
 }
 
 func defaultOptions() options {
