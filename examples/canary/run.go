@@ -112,12 +112,15 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	if err := examplecmd.EnsureNamespace(ctx, c, ns); err != nil {
 		return nil, err
 	}
-	rollout := []canary.Option{canary.WithSteps(o.steps...), canary.WithWindow(o.window), canary.WithInterval(250 * time.Millisecond)}
+	errs := &reconcileErrors{}
+	rollout := []canary.Option{canary.WithSteps(o.steps...), canary.WithWindow(o.window), canary.WithInterval(250 * time.Millisecond),
+		canary.WithErrorCounts(errs.count)}
 	fl, err := fleet.NewFleet(cfg, fleet.Options{Ring: fleet.DefaultRing, Namespace: ns, Replicas: o.replicas,
 		LeaseDuration: o.leaseDuration, Scheme: scheme, Version: "v1", Rollout: rollout})
 	if err != nil {
 		return nil, err
 	}
+	errs.add(fl.Replicas...)
 	fl.Start(ctx)
 	defer func() { _ = fl.Stop() }()
 	say("started %d replicas of the webapp operator, version v1 (ring %q; the rollout runs on the elected replica, steps %v%%, window %s)",
@@ -162,6 +165,7 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	if err != nil {
 		return nil, err
 	}
+	errs.add(bad)
 	var verdict time.Time
 	if err := follow(ctx, c, fl, ns, func(st canary.State) bool {
 		if st.Phase == canary.PhaseRollingBack && verdict.IsZero() {
@@ -192,10 +196,12 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	// v2.1: good. Widened step by step, then promoted.
 	say("adding replica canary-v2-1 (version v2.1: labels the children %s=v2.1, nothing else)", VersionLabel)
 	start = time.Now()
-	if _, err := fl.Add(ctx, cfg, scheme, fleet.ReplicaOptions{Member: "canary-v2-1", Version: "v2.1", Weight: ptr.To(0),
-		MutateChildren: labelChildren("v2.1"), ReleaseOnStop: true, Rollout: rollout}); err != nil {
+	good, err := fl.Add(ctx, cfg, scheme, fleet.ReplicaOptions{Member: "canary-v2-1", Version: "v2.1", Weight: ptr.To(0),
+		MutateChildren: labelChildren("v2.1"), ReleaseOnStop: true, Rollout: rollout})
+	if err != nil {
 		return nil, err
 	}
+	errs.add(good)
 	if err := follow(ctx, c, fl, ns, func(st canary.State) bool {
 		if st.Phase == canary.PhaseProgressing && st.CanaryVersion == "v2.1" && !slices.Contains(res.stepsSeen, st.Percent) {
 			res.stepsSeen = append(res.stepsSeen, st.Percent)
@@ -244,8 +250,8 @@ func follow(ctx context.Context, c client.Client, fl *fleet.Fleet, ns string, do
 		if err != nil {
 			return false, "", err
 		}
-		line := fmt.Sprintf("%-11s %3d%%  canary %-4s %3d WebApps (%d unhealthy)  stable %-4s %3d WebApps", st.Phase, st.Percent,
-			st.CanaryVersion, st.Canary.Objects, st.Canary.Stalled, st.StableVersion, st.Stable.Objects)
+		line := fmt.Sprintf("%-11s %3d%%  canary %-4s %4d WebApps (%d unhealthy, %.0f reconcile errors)  stable %-4s %4d WebApps", st.Phase, st.Percent,
+			st.CanaryVersion, st.Canary.Objects, st.Canary.Stalled, st.Canary.Errors, st.StableVersion, st.Stable.Objects)
 		if key := string(st.Phase) + fmt.Sprint(st.Percent); key != last {
 			last = key
 			fmt.Printf("  +%5.1fs  %s\n", time.Since(start).Seconds(), line)

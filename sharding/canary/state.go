@@ -108,6 +108,8 @@ func parseTime(s string) time.Time {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
+func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+
 // data renders s as the ConfigMap's data.
 func (s State) data() map[string]string {
 	d := map[string]string{
@@ -123,6 +125,8 @@ func (s State) data() map[string]string {
 		"stableObjects":   strconv.Itoa(s.Stable.Objects),
 		"canaryUnhealthy": strconv.Itoa(s.Canary.Unhealthy()),
 		"stableUnhealthy": strconv.Itoa(s.Stable.Unhealthy()),
+		"canaryErrors":    strconv.FormatFloat(s.Canary.Errors, 'f', -1, 64),
+		"stableErrors":    strconv.FormatFloat(s.Stable.Errors, 'f', -1, 64),
 		"verdict":         string(s.Verdict),
 		"message":         s.Message,
 		"started":         fmtTime(s.Started),
@@ -146,7 +150,7 @@ func split(s string) []string {
 }
 
 // stateFrom parses a ConfigMap's data. Cohorts come back with Members,
-// Objects and, as Stalled, their unhealthy count only.
+// Objects, Errors and, as Stalled, their unhealthy count only.
 func stateFrom(d map[string]string) State {
 	s := State{
 		Phase:           Phase(d["phase"]),
@@ -162,8 +166,10 @@ func stateFrom(d map[string]string) State {
 		WindowStart:     parseTime(d["windowStart"]),
 		LastAction:      d["lastAction"],
 	}
-	s.Canary = Cohort{Version: s.CanaryVersion, Members: split(d["canaryMembers"]), Objects: atoi(d["canaryObjects"]), Stalled: atoi(d["canaryUnhealthy"])}
-	s.Stable = Cohort{Version: s.StableVersion, Members: split(d["stableMembers"]), Objects: atoi(d["stableObjects"]), Stalled: atoi(d["stableUnhealthy"])}
+	s.Canary = Cohort{Version: s.CanaryVersion, Members: split(d["canaryMembers"]), Objects: atoi(d["canaryObjects"]),
+		Stalled: atoi(d["canaryUnhealthy"]), Errors: atof(d["canaryErrors"])}
+	s.Stable = Cohort{Version: s.StableVersion, Members: split(d["stableMembers"]), Objects: atoi(d["stableObjects"]),
+		Stalled: atoi(d["stableUnhealthy"]), Errors: atof(d["stableErrors"])}
 	if s.Phase == "" {
 		s.Phase = PhaseIdle
 	}
@@ -171,8 +177,8 @@ func stateFrom(d map[string]string) State {
 }
 
 // Get reads the state of ring's rollout from its ConfigMap in namespace. The
-// cohorts it returns carry Members, Objects and, in Stalled, the number of
-// unhealthy objects (the ConfigMap keeps only that sum). A rollout that has
+// cohorts it returns carry Members, Objects, Errors and, in Stalled, the
+// number of unhealthy objects (the ConfigMap keeps only that sum). A rollout that has
 // not written its ConfigMap yet is a NotFound error.
 func Get(ctx context.Context, c client.Reader, ring, namespace string) (State, error) {
 	cm := &corev1.ConfigMap{}
