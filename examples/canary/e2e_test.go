@@ -39,8 +39,8 @@ func TestDemoRunsBounded(t *testing.T) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	t.Logf("%d WebApps: v2 verdict %s after it joined (%s), rolled back %s after the verdict, all Ready on v1 again %s after it; v2.1 promoted %s after it joined via %v; %d reconciles",
-		o.webapps, res.verdictAfter.Round(time.Millisecond), res.failedAt, res.rolledBackAfter.Round(time.Millisecond),
+	t.Logf("%d WebApps: v2 verdict %s after it joined (%s; up to %.0f reconcile errors reported), rolled back %s after the verdict, all Ready on v1 again %s after it; v2.1 promoted %s after it joined via %v; %d reconciles",
+		o.webapps, res.verdictAfter.Round(time.Millisecond), res.failedAt, res.canaryErrors, res.rolledBackAfter.Round(time.Millisecond),
 		res.restoredAfter.Round(time.Millisecond), res.promotedAfter.Round(time.Millisecond), res.stepsSeen, res.reconciles)
 	if !slices.Equal(res.stepsSeen, []int{25, 50, 100}) {
 		t.Errorf("v2.1 held %v on its way, want every step 25, 50, 100", res.stepsSeen)
@@ -50,5 +50,10 @@ func TestDemoRunsBounded(t *testing.T) {
 	}
 	if res.failedAt == "" {
 		t.Error("no failure message for v2")
+	}
+	// v2's refused Deployments are terminal reconcile errors; the rollout
+	// reads them through WithErrorCounts.
+	if res.canaryErrors == 0 {
+		t.Error("the rollout reported no reconcile errors for v2")
 	}
 }

@@ -65,6 +65,7 @@ func newScheme() (*runtime.Scheme, error) { return examplecmd.NewScheme(webappv1
 // result is what the demo measured.
 type result struct {
 	failedAt        string        // the rollout's message when v2 failed
+	canaryErrors    float64       // most reconcile errors of v2 the rollout reported
 	verdictAfter    time.Duration // v2 joined → Fail verdict
 	rolledBackAfter time.Duration // verdict → no WebApp on v2 (phase RolledBack)
 	restoredAfter   time.Duration // verdict → every WebApp Ready on v1 with v1's children
@@ -168,6 +169,9 @@ func demo(ctx context.Context, cfg *rest.Config, c client.Client, scheme *runtim
 	errs.add(bad)
 	var verdict time.Time
 	if err := follow(ctx, c, fl, ns, func(st canary.State) bool {
+		if st.CanaryVersion == "v2" {
+			res.canaryErrors = max(res.canaryErrors, st.Canary.Errors)
+		}
 		if st.Phase == canary.PhaseRollingBack && verdict.IsZero() {
 			verdict = time.Now()
 			res.failedAt = st.Message
