@@ -72,6 +72,19 @@
 //	rollout, _ := canary.New("web", ns, &v1.Web{}, canary.WithSteps(10, 25, 50, 100), canary.WithWindow(10*time.Minute))
 //	_ = rollout.SetupWithManager(mgr) // runs on the elected replica only
 //
-// The package imports only sharding and the base packages (conditions,
-// outcome).
+// The rollout's replica needs, beyond what the sharding assigner needs:
+// get, list, watch, create and patch on ConfigMaps and patch on Leases in the
+// lease namespace, list and watch on the judged type, and create on
+// events.k8s.io Events for [WithEventRecorder].
+//
+// Limits: stable members must announce their version ([sharding.WithVersion];
+// until one does, nothing rolls out). A canary whose members are all gone
+// holds the rollout (verdict Wait, message saying so) until one is back or a
+// person aborts; its objects have moved to the stable members by then, since
+// the assigner moves a dead member's objects at once. The judge sees what the
+// objects' conditions say and, with [WithErrorCounts], reconcile errors;
+// anything else (latency, the workload's own health) needs a [Judge] of one's
+// own.
+//
+// The package imports only sharding and the base package conditions.
 package canary
