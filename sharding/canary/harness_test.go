@@ -244,9 +244,9 @@ func (f *fleet) start(member, version string, b behaviour, weight *int) {
 }
 
 func (f *fleet) createWidgets(n int) {
-	ctx := testCtx(f.t, time.Minute)
+	ctx := testCtx(f.t, 5*time.Minute)
 	for i := range n {
-		w := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("w-%03d", i)}}
+		w := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("w-%04d", i)}}
 		if err := env.Client.Create(ctx, w); err != nil {
 			f.t.Fatal(err)
 		}

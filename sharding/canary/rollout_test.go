@@ -1,6 +1,8 @@
 package canary_test
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,8 +21,8 @@ func TestBadCanaryRolledBack(t *testing.T) {
 	f := newFleet(t, "bad", canary.WithSteps(25, 50, 100), canary.WithWindow(3*time.Second), canary.WithInterval(200*time.Millisecond))
 	f.start("stable-0", "v1", v1, nil)
 	f.start("stable-1", "v1", v1, nil)
-	f.createWidgets(40)
-	eventually(t, time.Minute, "Widgets Ready on v1", func() (bool, string) { return f.all([]string{"stable-0", "stable-1"}, "v1") })
+	f.createWidgets(widgetCount(t))
+	eventually(t, 5*time.Minute, "Widgets Ready on v1", func() (bool, string) { return f.all([]string{"stable-0", "stable-1"}, "v1") })
 	before, err := f.read()
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +33,7 @@ func TestBadCanaryRolledBack(t *testing.T) {
 
 	start := time.Now()
 	f.start("canary-0", "v2", v2Bad, ptr.To(0))
-	f.waitPhase(time.Minute, canary.PhaseRollingBack, nil)
+	f.waitPhase(5*time.Minute, canary.PhaseRollingBack, nil)
 	verdict := time.Since(start)
 	st := f.state()
 	if st.Verdict != canary.Fail || st.Percent != 0 || st.CanaryVersion != "v2" {
@@ -40,11 +42,11 @@ func TestBadCanaryRolledBack(t *testing.T) {
 	if got := gauge(t, f.reg, "opkit_canary_decisions_total", map[string]string{"ring": "bad", "decision": "fail"}); got != 1 {
 		t.Errorf("opkit_canary_decisions_total{decision=fail} = %v, want 1", got)
 	}
-	f.waitPhase(time.Minute, canary.PhaseRolledBack, nil)
+	f.waitPhase(5*time.Minute, canary.PhaseRolledBack, nil)
 	rolledBack := time.Since(start) - verdict
-	eventually(t, time.Minute, "every Widget back on v1, Ready, children in v1's shape",
+	eventually(t, 5*time.Minute, "every Widget back on v1, Ready, children in v1's shape",
 		func() (bool, string) { return f.all([]string{"stable-0", "stable-1"}, "v1") })
-	t.Logf("verdict %s after the canary started; rolled back %s later; %s", verdict.Round(time.Millisecond), rolledBack.Round(time.Millisecond), f.state().Message)
+	t.Logf("%d Widgets: verdict %s after the canary started; rolled back %s later; %s", len(before.owner), verdict.Round(time.Millisecond), rolledBack.Round(time.Millisecond), f.state().Message)
 
 	after, err := f.read()
 	if err != nil {
@@ -183,4 +185,16 @@ func TestActions(t *testing.T) {
 	if max, key := f.overlap.Max(); max != 1 {
 		t.Errorf("Widget %s was inside %d reconciles at once", key, max)
 	}
+}
+
+// widgetCount is 40, or OPKIT_CANARY_OBJECTS (e.g. 1000) for the figures.
+func widgetCount(t testing.TB) int {
+	if s := os.Getenv("OPKIT_CANARY_OBJECTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("OPKIT_CANARY_OBJECTS: %v", err)
+		}
+		return n
+	}
+	return 40
 }
