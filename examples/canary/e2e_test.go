@@ -22,7 +22,8 @@ import (
 // every step and promoted; never two replicas, of any version, inside one
 // WebApp's reconcile (the demo fails otherwise, as it fails on a lost,
 // duplicated or re-created child). CANARY_WEBAPPS sets the number of
-// WebApps (default 24; the README's figures are from 1000).
+// WebApps (default 24; the fake node runs at most 500 pods, about 330
+// WebApps of the samples).
 func TestDemoRunsBounded(t *testing.T) {
 	logf.SetLogger(logr.Discard())
 	o := defaultOptions()

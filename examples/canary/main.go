@@ -15,7 +15,7 @@
 //
 //	go run ./examples/canary                    # embedded demo; Ctrl-C to stop
 //	go run ./examples/canary --exit-when-ready  # bounded: exit 0 after both rollouts (CI)
-//	go run ./examples/canary --webapps 1000 --exit-when-ready   # the figures in the README
+//	go run ./examples/canary --webapps 300 --steps 10,25,50,100 --window 30s
 package main
 
 import (
