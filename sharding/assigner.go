@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -36,7 +37,9 @@ import (
 // replica's main cache stays restricted to its own shard.
 //
 // For each object it computes the owner as Ring.Lookup(ObjectKey(...)) over the
-// ready members and then:
+// ready members, weighted by the [WeightAnnotation] of their Leases (a ready
+// member of weight 0 is off the ring: it gets nothing and its objects are
+// drained to the others), and then:
 //   - no ready member: changes nothing (objects stay as they are; unassigned
 //     ones wait, nothing is lost);
 //   - unassigned: sets ShardLabel to the owner;
@@ -69,10 +72,13 @@ type Assigner struct {
 	cache      cache.Cache
 	queue      workqueue.TypedRateLimitingInterface[assignKey]
 
-	mu      sync.Mutex
-	current *Ring
-	states  map[string]MemberState
-	drained map[assignKey]string // object → member it was drained from
+	mu           sync.Mutex
+	current      *Ring
+	ready        []string       // ready members the current ring was built from
+	readyWeights map[string]int // their weights
+	states       map[string]MemberState
+	weights      map[string]int
+	drained      map[assignKey]string // object → member it was drained from
 }
 
 type assignKey struct {
@@ -204,6 +210,7 @@ func (a *Assigner) Start(ctx context.Context) error {
 	a.states = map[string]MemberState{}
 	a.drained = map[assignKey]string{}
 	a.current = NewRing(nil)
+	a.ready, a.readyWeights = nil, nil
 	var defaultNS map[string]cache.Config
 	for _, ns := range a.namespaces {
 		if defaultNS == nil {
@@ -364,10 +371,11 @@ func controllerOwner(o client.Object, ownerGK schema.GroupKind) (assignKey, bool
 // rebuilds the ring and re-examines every object.
 func (a *Assigner) recompute(ctx context.Context, force bool) {
 	states := a.membership.States()
+	weights := a.membership.Weights()
 	a.mu.Lock()
 	changed := force || len(states) != len(a.states)
 	for m, s := range states {
-		if a.states[m] != s {
+		if a.states[m] != s || a.weights[m] != weights[m] {
 			changed = true
 		}
 	}
@@ -375,16 +383,21 @@ func (a *Assigner) recompute(ctx context.Context, force bool) {
 		a.mu.Unlock()
 		return
 	}
-	a.states = states
+	a.states, a.weights = states, weights
 	ready := a.membership.Ready()
-	ringChanged := !slices.Equal(ready, a.current.Members())
+	readyWeights := make(map[string]int, len(ready))
+	for _, m := range ready {
+		readyWeights[m] = weights[m]
+	}
+	ringChanged := !slices.Equal(ready, a.ready) || !maps.Equal(readyWeights, a.readyWeights)
 	if ringChanged {
-		a.current = NewRing(ready, WithVirtualNodes(a.vnodes))
+		a.ready, a.readyWeights = ready, readyWeights
+		a.current = NewRing(ready, WithVirtualNodes(a.vnodes), WithWeights(readyWeights))
 	}
 	a.mu.Unlock()
 	if ringChanged {
-		log.FromContext(ctx).Info("ring recomputed", "ready", ready, "states", states)
-		a.observer.RingRecomputed(a.ring, ready)
+		log.FromContext(ctx).Info("ring recomputed", "ready", ready, "weights", readyWeights, "states", states)
+		a.observer.RingRecomputed(a.ring, a.current.Members())
 	}
 	a.enqueueAll(ctx)
 }

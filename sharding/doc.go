@@ -19,6 +19,15 @@
 //   - Minimal movement: objects are placed by consistent hashing (xxhash,
 //     [DefaultVirtualNodes] points per member); a member joining or leaving
 //     moves only the objects that move to or from it.
+//   - Weights steer shares without breaking the above: a member's Lease
+//     announces a weight ([WeightAnnotation], [WithWeight]) and a version
+//     ([VersionAnnotation], [WithVersion]); the assigner's ring gives a
+//     member of weight w about w/Σw of the hash space ([WithWeights]) and
+//     none at weight 0. Changing a weight moves objects only to or from that
+//     member, through the same drain hand-over as a join. A Lease change that
+//     only rewrites these annotations is not a renewal, so steering a dead
+//     member's weight cannot make it look alive. The sharding/canary package
+//     rolls a new operator version out with it.
 //   - Children follow their controller owner: they are labelled with the
 //     owner's current shard and hashed on nothing of their own. When the
 //     assigner moves an owner it labels the children first, so the new

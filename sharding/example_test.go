@@ -47,3 +47,25 @@ func ExampleShardLabel() {
 	fmt.Println(sharding.ShardLabel("web"), sharding.DrainLabel("web"))
 	// Output: shard.opkit.dev/web drain.shard.opkit.dev/web
 }
+
+// A ring whose "canary" member weighs a third of each of the others gets
+// about a tenth of the keys; at weight 0 it is off the ring and every key is
+// where the ring without it puts it.
+func ExampleWithWeights() {
+	members := []string{"stable-0", "stable-1", "stable-2", "canary"}
+	count := func(r *sharding.Ring) int {
+		n := 0
+		for i := range 10000 {
+			if r.Lookup(fmt.Sprintf("ConfigMap/demo/obj-%05d", i)) == "canary" {
+				n++
+			}
+		}
+		return n
+	}
+	fmt.Println("weight 33:", count(sharding.NewRing(members, sharding.WithWeights(map[string]int{"canary": 33}))), "of 10000 keys")
+	zero := sharding.NewRing(members, sharding.WithWeights(map[string]int{"canary": 0}))
+	fmt.Println("weight 0:", count(zero), "keys, ring", zero.Members())
+	// Output:
+	// weight 33: 908 of 10000 keys
+	// weight 0: 0 keys, ring [stable-0 stable-1 stable-2]
+}

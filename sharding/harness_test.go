@@ -324,8 +324,12 @@ func (c *cluster) createConfigMaps(n int) {
 // (so a moved object has been reconciled by its new member), and its Secret
 // carries the same label.
 func (c *cluster) settled(members []string) (bool, string) {
+	return c.settledOn(sharding.NewRing(members))
+}
+
+// settledOn is settled for the objects' places on ring.
+func (c *cluster) settledOn(ring *sharding.Ring) (bool, string) {
 	ctx := testCtx(c.t, 30*time.Second)
-	ring := sharding.NewRing(members)
 	cms := &corev1.ConfigMapList{}
 	if err := env.Client.List(ctx, cms, client.InNamespace(c.ns)); err != nil {
 		return false, err.Error()

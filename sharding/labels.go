@@ -2,7 +2,9 @@ package sharding
 
 import (
 	"fmt"
+	"strconv"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -29,7 +31,43 @@ const (
 	// MemberLabel is set on every member Lease to the member's name (the value
 	// written into [ShardLabel] on the objects it owns).
 	MemberLabel = "ring.shard.opkit.dev/member"
+
+	// WeightAnnotation on a member Lease holds the member's weight on the
+	// ring, a non-negative decimal integer (see [WithWeights]; absent or not
+	// a number: [DefaultWeight]). The member writes it when its Lease has
+	// none ([WithWeight]); afterwards whoever steers the ring (a canary
+	// controller, a person with kubectl annotate) changes it, and the member
+	// keeps the value across renewals and restarts. The [Assigner] places
+	// objects on a ring of the ready members weighted by it; a ready member
+	// of weight 0 gets nothing new and gives up what it has through the
+	// drain hand-over.
+	WeightAnnotation = "ring.shard.opkit.dev/weight"
+
+	// VersionAnnotation on a member Lease names the version of the operator
+	// the member runs, as given to [WithVersion]; the member rewrites it
+	// whenever it acquires its Lease. Sharding itself ignores it; a canary
+	// controller tells the stable members from the canary ones by it.
+	VersionAnnotation = "ring.shard.opkit.dev/version"
 )
+
+// LeaseWeight returns the weight a member Lease announces in
+// [WeightAnnotation]: [DefaultWeight] when the annotation is absent or not a
+// decimal integer, 0 for a negative value.
+func LeaseWeight(lease *coordinationv1.Lease) int {
+	v, ok := lease.Annotations[WeightAnnotation]
+	if !ok {
+		return DefaultWeight
+	}
+	w, err := strconv.Atoi(v)
+	if err != nil {
+		return DefaultWeight
+	}
+	return max(w, 0)
+}
+
+// LeaseVersion returns the version a member Lease announces in
+// [VersionAnnotation], or "".
+func LeaseVersion(lease *coordinationv1.Lease) string { return lease.Annotations[VersionAnnotation] }
 
 // ShardLabel returns the label key "shard.opkit.dev/<ring>" whose value names
 // the member that owns an object.

@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -65,9 +66,17 @@ type Membership struct {
 
 type observed struct {
 	fingerprint string
-	holder      string
-	duration    time.Duration
-	seen        time.Time // observer clock, when fingerprint last changed
+	// spec is what the member itself writes when it renews (holder, times,
+	// duration); announce is what others may write (weight, version). A new
+	// resourceVersion that changed announce but not spec is someone steering
+	// the ring, not a renewal: counting it as one would keep a dead member
+	// alive as long as a controller keeps adjusting its weight.
+	spec, announce string
+	weight         int
+	version        string
+	holder         string
+	duration       time.Duration
+	seen           time.Time // observer clock, when fingerprint last changed
 	// confirmed is false until the observer has seen the Lease change: a Lease
 	// seen for the first time may be long dead (its renewTime is another
 	// machine's clock and is never trusted), so it is not ready yet.
@@ -92,7 +101,10 @@ func NewMembership(opts ...MembershipOption) *Membership {
 }
 
 // Observe records the current state of a member Lease; the member's name is
-// its [MemberLabel]. It reports whether the member's state changed.
+// its [MemberLabel]. It reports whether the member's state or weight
+// changed. A change of the Lease that only rewrote [WeightAnnotation] or
+// [VersionAnnotation] (and nothing the member writes when it renews) is not
+// a renewal.
 func (m *Membership) Observe(lease *coordinationv1.Lease) bool {
 	name := lease.Labels[MemberLabel]
 	if name == "" {
@@ -113,20 +125,67 @@ func (m *Membership) Observe(lease *coordinationv1.Lease) bool {
 			fp += "@" + lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
 		}
 	}
+	spec := holder + "|" + strconv.Itoa(int(d/time.Second))
+	if lease.Spec.RenewTime != nil {
+		spec += "|" + lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	if lease.Spec.AcquireTime != nil {
+		spec += "|" + lease.Spec.AcquireTime.UTC().Format(time.RFC3339Nano)
+	}
+	weight, version := LeaseWeight(lease), LeaseVersion(lease)
+	announce := strconv.Itoa(weight) + "|" + version
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o, ok := m.members[name]
 	if !ok {
-		m.members[name] = &observed{fingerprint: fp, holder: holder, duration: d, seen: now}
+		m.members[name] = &observed{fingerprint: fp, spec: spec, announce: announce, weight: weight, version: version,
+			holder: holder, duration: d, seen: now}
 		return true
 	}
-	before := m.stateLocked(o, now)
+	before, beforeWeight := m.stateLocked(o, now), o.weight
 	if o.fingerprint != fp {
-		o.fingerprint, o.holder, o.seen, o.confirmed = fp, holder, now, true
+		steered := o.announce != announce && o.spec == spec
+		o.fingerprint, o.spec, o.announce, o.weight, o.version = fp, spec, announce, weight, version
+		if !steered {
+			o.holder, o.seen, o.confirmed = holder, now, true
+		}
 	}
 	o.duration = d
-	return m.stateLocked(o, now) != before
+	return m.stateLocked(o, now) != before || o.weight != beforeWeight
+}
+
+// Weight returns the weight a member's Lease announced when last observed
+// ([LeaseWeight]), or 0 for a member without a Lease.
+func (m *Membership) Weight(member string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.members[member]; ok {
+		return o.weight
+	}
+	return 0
+}
+
+// Weights returns every known member's weight ([Membership.Weight]).
+func (m *Membership) Weights() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int, len(m.members))
+	for name, o := range m.members {
+		out[name] = o.weight
+	}
+	return out
+}
+
+// Version returns the version a member's Lease announced when last observed
+// ([LeaseVersion]), or "".
+func (m *Membership) Version(member string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.members[member]; ok {
+		return o.version
+	}
+	return ""
 }
 
 // Forget drops a member whose Lease was deleted; it is dead from then on.

@@ -124,3 +124,44 @@ func TestMembershipDeadGraceAndWithoutResourceVersion(t *testing.T) {
 		t.Fatalf("got %s after renewTime changed, want ready", got)
 	}
 }
+
+// TestMembershipWeightIsNotARenewal: a Lease whose only change is its weight
+// or version annotation (a canary controller steering the ring) is not seen
+// as renewed, so a dead member stays dead; the weight change is reported.
+func TestMembershipWeightIsNotARenewal(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(now)
+	m := NewMembership(WithClock(clk))
+	m.Observe(lease("a", "h", "1", now))
+	m.Observe(lease("a", "h", "2", now.Add(time.Second)))
+	if got, w := m.State("a"), m.Weight("a"); got != StateReady || w != DefaultWeight {
+		t.Fatalf("got %s weight %d, want ready weight %d", got, w, DefaultWeight)
+	}
+	clk.Step(25 * time.Second)
+	if got := m.State("a"); got != StateDead {
+		t.Fatalf("got %s after two durations, want dead", got)
+	}
+	steered := lease("a", "h", "3", now.Add(time.Second))
+	steered.Annotations = map[string]string{WeightAnnotation: "10", VersionAnnotation: "v2"}
+	if !m.Observe(steered) {
+		t.Fatal("a weight change must be reported")
+	}
+	if got, w, v := m.State("a"), m.Weight("a"), m.Version("a"); got != StateDead || w != 10 || v != "v2" {
+		t.Fatalf("after a weight-only change: %s weight %d version %q, want dead, 10, v2", got, w, v)
+	}
+	// A real renewal (renewTime changes) revives it and keeps the weight.
+	renewed := lease("a", "h", "4", now.Add(2*time.Second))
+	renewed.Annotations = steered.Annotations
+	m.Observe(renewed)
+	if got, w := m.State("a"), m.Weights()["a"]; got != StateReady || w != 10 {
+		t.Fatalf("after a renewal: %s weight %d, want ready 10", got, w)
+	}
+	bad := lease("a", "h", "5", now.Add(3*time.Second))
+	bad.Annotations = map[string]string{WeightAnnotation: "x"}
+	if m.Observe(bad); m.Weight("a") != DefaultWeight {
+		t.Fatalf("unparsable weight read as %d, want %d", m.Weight("a"), DefaultWeight)
+	}
+	if m.Weight("nobody") != 0 || m.Version("nobody") != "" {
+		t.Fatal("unknown member has a weight or version")
+	}
+}

@@ -15,7 +15,8 @@ type Observer interface {
 	// DrainAcknowledged: member (on this replica) gave an object up after a drain.
 	DrainAcknowledged(ring, member string)
 	// RingRecomputed: the assigner rebuilt the ring because the set of ready
-	// members changed; members is the new set.
+	// members or their weights changed; members is the new ring's members
+	// (the ready members of weight > 0).
 	RingRecomputed(ring string, members []string)
 	// MemberObjects reports, at most about once a second, how many objects
 	// carry each member's shard label (the key "" counts unassigned objects).

@@ -37,10 +37,34 @@ type point struct {
 	member string
 }
 
-// RingOption configures [NewRing]: [WithVirtualNodes].
+// DefaultWeight is the weight of a member whose weight is not given: a
+// member of weight w gets round(w/DefaultWeight × virtual nodes) points on a
+// [Ring], so its share of the hash space is about w divided by the sum of
+// all members' weights.
+const DefaultWeight = 100
+
+// RingOption configures [NewRing]: [WithVirtualNodes], [WithWeights].
 type RingOption interface{ applyToRing(*ringOptions) }
 
-type ringOptions struct{ vnodes int }
+type ringOptions struct {
+	vnodes  int
+	weights map[string]int
+}
+
+// WeightsOption is the option [WithWeights] returns.
+type WeightsOption map[string]int
+
+func (o WeightsOption) applyToRing(r *ringOptions) { r.weights = o }
+
+// WithWeights gives members weights (members missing from w weigh
+// [DefaultWeight]). A member of weight w > 0 gets max(1,
+// round(w × virtual nodes / DefaultWeight)) points, so its expected share of
+// the hash space is its points over all points; a member of weight 0 or less
+// is left off the ring (it is not among [Ring.Members] and owns nothing).
+// Points of a member are the same whatever its weight, only their number
+// changes: raising one member's weight moves keys only to it, lowering it
+// moves keys only away from it.
+func WithWeights(w map[string]int) WeightsOption { return WeightsOption(w) }
 
 // NewRing builds a ring of the given members. Duplicates and empty names are
 // ignored; the order of members does not matter.
@@ -51,16 +75,24 @@ func NewRing(members []string, opts ...RingOption) *Ring {
 	}
 	ms := make([]string, 0, len(members))
 	for _, m := range members {
-		if m != "" {
-			ms = append(ms, m)
+		if m == "" {
+			continue
 		}
+		if w, ok := o.weights[m]; ok && w <= 0 {
+			continue
+		}
+		ms = append(ms, m)
 	}
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
 	r := &Ring{members: ms, points: make([]point, 0, len(ms)*o.vnodes)}
 	buf := make([]byte, 0, 80)
 	for _, m := range ms {
-		for i := range o.vnodes {
+		n := o.vnodes
+		if w, ok := o.weights[m]; ok && w != DefaultWeight {
+			n = max(1, int(math.Round(float64(w)*float64(o.vnodes)/DefaultWeight)))
+		}
+		for i := range n {
 			buf = append(append(append(buf[:0], m...), '#'), strconv.Itoa(i)...)
 			r.points = append(r.points, point{pos: xxhash.Sum64(buf), member: m})
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,5 +163,76 @@ func TestUIDHashMatchesAPIServer(t *testing.T) {
 	want := "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"
 	if got != want {
 		t.Fatalf("ShardSelector:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestRingWeights: a member's share of keys follows its weight, weight 0 is
+// off the ring, and changing one member's weight moves keys only to or from
+// that member.
+func TestRingWeights(t *testing.T) {
+	ks := keys(20000)
+	ms := []string{"stable-0", "stable-1", "stable-2", "canary"}
+	share := func(r *Ring) map[string]float64 {
+		out := map[string]float64{}
+		for _, k := range ks {
+			out[r.Lookup(k)] += 1 / float64(len(ks))
+		}
+		return out
+	}
+	// The canary at about 10 %: 3 × 100 stable, 33 canary.
+	r10 := NewRing(ms, WithWeights(map[string]int{"canary": 33}))
+	s := share(r10)
+	if got := s["canary"]; got < 0.07 || got > 0.13 {
+		t.Errorf("canary of weight 33 against 3×100 got %.1f%% of keys, want about 9.9%%", got*100)
+	}
+	t.Logf("weights 100/100/100/33: shares %v", s)
+	for _, m := range ms[:3] {
+		if s[m] < 0.25 || s[m] > 0.35 {
+			t.Errorf("%s got %.1f%%, want about 30%%", m, s[m]*100)
+		}
+	}
+
+	// Weight 0 is off the ring.
+	r0 := NewRing(ms, WithWeights(map[string]int{"canary": 0}))
+	if slices.Contains(r0.Members(), "canary") || share(r0)["canary"] != 0 {
+		t.Errorf("a member of weight 0 is on the ring: %v", r0.Members())
+	}
+	// All but one at 0: that one owns everything.
+	rAll := NewRing(ms, WithWeights(map[string]int{"stable-0": 0, "stable-1": 0, "stable-2": 0}))
+	if got := share(rAll)["canary"]; got < 0.9999 {
+		t.Errorf("the only member of weight > 0 owns %.2f%% of keys", got*100)
+	}
+
+	// Widening the canary (33 → 100) moves keys only from stable members to
+	// it; no key changes hands between stable members.
+	r25 := NewRing(ms, WithWeights(map[string]int{"canary": 100}))
+	moved := 0
+	for _, k := range ks {
+		before, after := r10.Lookup(k), r25.Lookup(k)
+		if before != after {
+			moved++
+			if after != "canary" {
+				t.Fatalf("key %s moved %s → %s when only the canary's weight grew", k, before, after)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("widening moved nothing")
+	}
+	// Rolling back (canary weight 0) returns exactly the canary's keys, each
+	// to the member that had it before the canary joined.
+	base := NewRing(ms[:3])
+	for _, k := range ks {
+		if got, want := r0.Lookup(k), base.Lookup(k); got != want {
+			t.Fatalf("key %s: ring with canary at weight 0 places it on %s, the ring without the canary on %s", k, got, want)
+		}
+	}
+	// A weight equal to DefaultWeight is the unweighted ring.
+	rd := NewRing(ms, WithWeights(map[string]int{"canary": DefaultWeight}))
+	plain := NewRing(ms)
+	for _, k := range ks[:1000] {
+		if rd.Lookup(k) != plain.Lookup(k) {
+			t.Fatalf("weight %d differs from no weight for %s", DefaultWeight, k)
+		}
 	}
 }

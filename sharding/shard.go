@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,8 @@ type Shard struct {
 	renewInterval  time.Duration
 	retryInterval  time.Duration
 	releaseOnStop  bool
+	weight         int
+	version        string
 	clock          clock.WithTicker
 	observers      observers
 
@@ -113,6 +116,25 @@ func WithReleaseOnStop(release bool) ShardOption {
 	return shardOptionFunc(func(s *Shard) { s.releaseOnStop = release })
 }
 
+// WithWeight sets the weight the member announces on its Lease
+// ([WeightAnnotation]) when the Lease has none: when it is created, or was
+// written before weights existed. Default [DefaultWeight]; negative counts
+// as 0. A member of weight 0 is on no ring: it holds its Lease and may be
+// given objects only once someone raises its weight, which is how a canary
+// version joins (see the sharding/canary package). A weight already on the
+// Lease is kept, across renewals and restarts: once set, whoever steers the
+// ring owns it.
+func WithWeight(w int) ShardOption {
+	return shardOptionFunc(func(s *Shard) { s.weight = max(w, 0) })
+}
+
+// WithVersion sets the operator version the member announces on its Lease
+// ([VersionAnnotation]), rewritten whenever it acquires the Lease (default:
+// none, and an existing annotation is left as it is).
+func WithVersion(v string) ShardOption {
+	return shardOptionFunc(func(s *Shard) { s.version = v })
+}
+
 // AddObserver adds o to the member's observers (see [WithObserver]); call it
 // before the manager starts. The reconciler package adds sharding.Metrics to
 // a member it is given.
@@ -162,6 +184,7 @@ func newShard(ring, member string, opts []ShardOption) (*Shard, error) {
 		ring: ring, member: member,
 		leaseDuration: DefaultLeaseDuration,
 		releaseOnStop: true,
+		weight:        DefaultWeight,
 		clock:         clock.RealClock{},
 		inflight:      map[string]int{},
 		vnodes:        DefaultVirtualNodes,
@@ -523,7 +546,8 @@ func (s *Shard) tryAcquire(ctx context.Context, logger logr.Logger) *coordinatio
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: s.leaseNamespace, Name: name,
-				Labels: map[string]string{RingLabel: s.ring, MemberLabel: s.member},
+				Labels:      map[string]string{RingLabel: s.ring, MemberLabel: s.member},
+				Annotations: s.announce(nil),
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(s.instance),
@@ -571,6 +595,7 @@ func (s *Shard) tryAcquire(ctx context.Context, logger logr.Logger) *coordinatio
 		lease.Labels = map[string]string{}
 	}
 	lease.Labels[RingLabel], lease.Labels[MemberLabel] = s.ring, s.member
+	lease.Annotations = s.announce(lease.Annotations)
 	if err := s.client.Update(ctx, lease); err != nil {
 		if !apierrors.IsConflict(err) && ctx.Err() == nil {
 			logger.Error(err, "taking member lease")
@@ -581,6 +606,21 @@ func (s *Shard) tryAcquire(ctx context.Context, logger logr.Logger) *coordinatio
 	s.waiting = ""
 	s.markHeld(sent)
 	return lease
+}
+
+// announce returns annotations with the member's weight (unless one is
+// there) and version (when it has one).
+func (s *Shard) announce(annotations map[string]string) map[string]string {
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if _, ok := annotations[WeightAnnotation]; !ok {
+		annotations[WeightAnnotation] = strconv.Itoa(s.weight)
+	}
+	if s.version != "" {
+		annotations[VersionAnnotation] = s.version
+	}
+	return annotations
 }
 
 // leaseSeconds is the announced duration, clamped to what the field holds.
@@ -612,7 +652,18 @@ func (s *Shard) renew(ctx context.Context, lease *coordinationv1.Lease, logger l
 		current := &coordinationv1.Lease{}
 		if gerr := s.apiReader.Get(ctx, client.ObjectKeyFromObject(lease), current); gerr == nil &&
 			ptr.Deref(current.Spec.HolderIdentity, "") == s.instance {
-			return current // someone touched labels; renew on the next tick
+			// Someone changed labels or annotations (a weight): still ours,
+			// so renew on top of their change at once rather than a third
+			// of a lease duration later.
+			sent = s.clock.Now()
+			next = current.DeepCopy()
+			now = metav1.NowMicro()
+			next.Spec.RenewTime = &now
+			if err := s.client.Update(ctx, next); err == nil {
+				s.markHeld(sent)
+				return next
+			}
+			return current
 		}
 		s.mu.Lock()
 		s.holding = false

@@ -28,6 +28,7 @@ import (
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/sharding"
+	"github.com/opkit/opkit/sharding/canary"
 )
 
 // DefaultRing names the demo's ring: WebApps carry the label
@@ -66,6 +67,19 @@ type ReplicaOptions struct {
 	// Concurrency is the webapp controller's MaxConcurrentReconciles (0: the
 	// controller's default).
 	Concurrency int
+	// Version is the operator version the member announces on its Lease
+	// (sharding.WithVersion); empty announces none.
+	Version string
+	// Weight, when set, is the weight the member announces on a new Lease
+	// (sharding.WithWeight): 0 for a canary, which joins owning nothing.
+	Weight *int
+	// MutateChildren is the webapp controller's option of that name: how
+	// this version's children differ from the webapp operator's.
+	MutateChildren func(app *webappv1.WebApp, children []client.Object)
+	// Rollout, when not nil, adds a canary rollout of the ring
+	// (sharding/canary) with these options to the replica; like the
+	// assigner it runs only on the elected replica.
+	Rollout []canary.Option
 }
 
 // Replica is one replica of the sharded webapp operator: what one pod of a
@@ -74,9 +88,12 @@ type ReplicaOptions struct {
 // without leader election; the ring's assigner runs in it only while it holds
 // the assigner's leader-election Lease.
 type Replica struct {
-	Member   string
+	Member string
+	// Version is the operator version the replica announces ("" for none).
+	Version  string
 	Shard    *sharding.Shard
 	Registry *registry.Registry
+	reg      *prometheus.Registry
 
 	mgr     manager.Manager
 	cancel  context.CancelFunc
@@ -87,9 +104,15 @@ type Replica struct {
 
 // NewReplica builds a replica against cfg; [Replica.Start] runs it.
 func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
-	shard, err := sharding.NewShard(o.Ring, o.Member, o.Namespace,
+	sopts := []sharding.ShardOption{
 		sharding.WithLeaseDuration(o.LeaseDuration),
-		sharding.WithReleaseOnStop(o.ReleaseOnStop))
+		sharding.WithReleaseOnStop(o.ReleaseOnStop),
+		sharding.WithVersion(o.Version),
+	}
+	if o.Weight != nil {
+		sopts = append(sopts, sharding.WithWeight(*o.Weight))
+	}
+	shard, err := sharding.NewShard(o.Ring, o.Member, o.Namespace, sopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,15 +175,39 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 	if err := assigner.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("replica %s: %w", o.Member, err)
 	}
-	r := &Replica{Member: o.Member, Shard: shard, Registry: registry.New(), mgr: mgr}
+	if o.Rollout != nil {
+		cm, err := canary.NewMetrics(reg)
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", o.Member, err)
+		}
+		ropts := append([]canary.Option{
+			canary.WithNamespaces(o.Namespace),
+			canary.WithObserver(cm),
+			canary.WithEventRecorder(mgr.GetEventRecorder("canary-" + o.Ring)),
+		}, o.Rollout...)
+		ro, err := canary.New(o.Ring, o.Namespace, &webappv1.WebApp{}, ropts...)
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", o.Member, err)
+		}
+		if err := ro.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("replica %s: %w", o.Member, err)
+		}
+	}
+	r := &Replica{Member: o.Member, Version: o.Version, Shard: shard, Registry: registry.New(), mgr: mgr, reg: reg}
 	// The builder's Shard option guards every reconcile with shard.Begin,
 	// labels the children, and registers the shard (Lease, drain
 	// acknowledgement) with the manager.
-	if err := controller.Setup(mgr, controller.Options{Registry: r.Registry, Observability: obs, Shard: shard, Concurrency: o.Concurrency}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: r.Registry, Observability: obs, Shard: shard,
+		Concurrency: o.Concurrency, MutateChildren: o.MutateChildren}); err != nil {
 		return nil, fmt.Errorf("replica %s: %w", o.Member, err)
 	}
 	return r, nil
 }
+
+// Gatherer returns the replica's own Prometheus registry: its webapp
+// controller's and sharding's metrics, and the canary rollout's
+// (opkit_canary_*) when it was built with Rollout.
+func (r *Replica) Gatherer() prometheus.Gatherer { return r.reg }
 
 // Start runs the replica until ctx ends or [Replica.Stop].
 func (r *Replica) Start(ctx context.Context) {
@@ -211,6 +258,10 @@ type Options struct {
 	Scheme        *runtime.Scheme
 	// Hold is passed to the overlap detector (see [NewOverlapDetector]).
 	Hold time.Duration
+	// Version is the operator version the replicas announce.
+	Version string
+	// Rollout is given to every replica (see [ReplicaOptions]).
+	Rollout []canary.Option
 }
 
 // Fleet is the sharded operator's replicas, run in one process, with one
@@ -231,6 +282,7 @@ func NewFleet(cfg *rest.Config, o Options) (*Fleet, error) {
 		r, err := NewReplica(cfg, ReplicaOptions{
 			Ring: o.Ring, Member: fmt.Sprintf("replica-%d", i), Namespace: o.Namespace,
 			LeaseDuration: o.LeaseDuration, Scheme: o.Scheme, Detector: f.Detector, Observer: f.Moves,
+			Version: o.Version, Rollout: o.Rollout,
 		})
 		if err != nil {
 			return nil, err
@@ -245,6 +297,22 @@ func (f *Fleet) Start(ctx context.Context) {
 	for _, r := range f.Replicas {
 		r.Start(ctx)
 	}
+}
+
+// Add builds one more replica into the fleet, sharing its ring, namespace,
+// lease duration, scheme, overlap detector and move counter (o's values for
+// those are ignored), and starts it: a new version of the operator joining
+// the running ones.
+func (f *Fleet) Add(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o ReplicaOptions) (*Replica, error) {
+	o.Ring, o.Namespace, o.LeaseDuration, o.Scheme = f.Ring, f.Namespace, f.LeaseDuration, scheme
+	o.Detector, o.Observer = f.Detector, f.Moves
+	r, err := NewReplica(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	f.Replicas = append(f.Replicas, r)
+	r.Start(ctx)
+	return r, nil
 }
 
 // Stop stops every running replica, concurrently, and returns their errors.

@@ -63,6 +63,10 @@ type Options struct {
 	// writes through its own client (no CRD informer: the role needs only
 	// get and patch on this one CRD). The main binary sets it.
 	MigrateStorage bool
+	// MutateChildren, when set, changes the declared children (ConfigMap,
+	// Deployment, Service, in that order) of every reconcile before they are
+	// applied. examples/canary builds the operator's next versions with it.
+	MutateChildren func(app *webappv1.WebApp, children []client.Object)
 }
 
 // CRDName is the name of the WebApp CustomResourceDefinition.
@@ -100,7 +104,11 @@ func Setup(mgr manager.Manager, o Options) error {
 			return []types.NamespacedName{{Name: app.Spec.EnvFrom}}
 		}).
 		Children(func(ctx context.Context, app *webappv1.WebApp) ([]client.Object, error) {
-			return withEnvFrom(ctx, mgr.GetClient(), app, Children(app))
+			children, err := withEnvFrom(ctx, mgr.GetClient(), app, Children(app))
+			if err == nil && o.MutateChildren != nil {
+				o.MutateChildren(app, children)
+			}
+			return children, err
 		}).
 		Status(func(ctx context.Context, app *webappv1.WebApp, observed reconciler.Observed) error {
 			return status(ctx, o.Registry, app, observed)
