@@ -90,9 +90,11 @@ func run(ctx context.Context, o options) error {
 
 	ctx, bg := examplecmd.StartBackground(ctx, mgr)
 	defer bg.Cancel()
-	d := &demo{c: env.Client, catalog: catalog, errc: bg.Err()}
+	d := &demo{c: env.Client, catalog: catalog}
+	d.steps = examplecmd.Tour[[]dbv1.Database]{Narrator: narrator, Interval: 100 * time.Millisecond, Errc: bg.Err(),
+		Read: func(ctx context.Context) ([]dbv1.Database, string, error) { return progress(ctx, d.c) }}
 	if o.ExitWhenReady {
-		d.deadline = time.Now().Add(o.Timeout)
+		d.steps.Deadline = time.Now().Add(o.Timeout)
 	}
 	if err := d.tour(ctx, env, o); err != nil {
 		return err
@@ -103,16 +105,14 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	say("tour complete; the operator keeps running (Ctrl-C to stop). Try: kubectl delete database %s -n %s", tourDatabase, DemoNamespace)
-	return d.until(ctx, "", func([]dbv1.Database) bool { return false })
+	return d.steps.Until(ctx, "", func([]dbv1.Database) bool { return false })
 }
 
 // demo drives and narrates the tour.
 type demo struct {
-	c        client.Client
-	catalog  *backup.Catalog
-	errc     <-chan error
-	deadline time.Time // zero: none
-	last     string
+	c       client.Client
+	catalog *backup.Catalog
+	steps   examplecmd.Tour[[]dbv1.Database]
 }
 
 func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
@@ -130,7 +130,7 @@ func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
 	say("watch it:  %s get databases,statefulsets,pods,jobs -n %s", kubectl, DemoNamespace)
 	say("or:        %s wait --for=condition=Ready databases --all -n %s", kubectl, DemoNamespace)
 
-	if err := d.until(ctx, "every sample Database is Ready", func(dbs []dbv1.Database) bool {
+	if err := d.steps.Until(ctx, "every sample Database is Ready", func(dbs []dbv1.Database) bool {
 		return len(dbs) == len(names) && allReady(dbs)
 	}); err != nil {
 		return err
@@ -146,7 +146,7 @@ func (d *demo) tour(ctx context.Context, env *testenv.Env, o options) error {
 	if err := d.c.Patch(ctx, db, patch); err != nil {
 		return err
 	}
-	if err := d.until(ctx, tourDatabase+" runs "+tourVersion, func(dbs []dbv1.Database) bool {
+	if err := d.steps.Until(ctx, tourDatabase+" runs "+tourVersion, func(dbs []dbv1.Database) bool {
 		return allReady(dbs) && find(dbs, tourDatabase) != nil && find(dbs, tourDatabase).Status.CurrentVersion == tourVersion
 	}); err != nil {
 		return err
@@ -187,7 +187,7 @@ func (d *demo) deleteAll(ctx context.Context, names []string) error {
 			return err
 		}
 	}
-	return d.until(ctx, strings.Join(names, ", ")+" gone", func(dbs []dbv1.Database) bool {
+	return d.steps.Until(ctx, strings.Join(names, ", ")+" gone", func(dbs []dbv1.Database) bool {
 		for _, n := range names {
 			if find(dbs, n) != nil {
 				return false
@@ -205,41 +205,6 @@ func (d *demo) backups(name string) {
 	}
 	for _, b := range bs {
 		say("backup catalog for %s: %-22s reason=%-10s version=%s completed=%s", name, b.ID, b.Reason, b.Version, b.CompletedAt.Format(time.TimeOnly))
-	}
-}
-
-// until prints progress (when it changed) every 100ms until done says the
-// Databases are where the tour wants them.
-func (d *demo) until(ctx context.Context, what string, done func([]dbv1.Database) bool) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		dbs, report, err := progress(ctx, d.c)
-		if err == nil {
-			if report != d.last {
-				fmt.Print(report)
-				d.last = report
-			}
-			if done(dbs) {
-				if what != "" {
-					say("%s", what)
-				}
-				return nil
-			}
-		}
-		var deadline <-chan time.Time
-		if !d.deadline.IsZero() {
-			deadline = time.After(time.Until(d.deadline))
-		}
-		select {
-		case err := <-d.errc:
-			return fmt.Errorf("manager stopped: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("demo: not done within the timeout: %s", what)
-		case <-tick.C:
-		}
 	}
 }
 

@@ -111,9 +111,11 @@ func run(ctx context.Context, o options) error {
 
 	ctx, bg := examplecmd.StartBackground(ctx, mgr)
 	defer bg.Cancel()
-	d := &demo{env: env, c: env.Client, errc: bg.Err()}
+	d := &demo{env: env, c: env.Client}
+	d.steps = examplecmd.Tour[[]tenancyv1.Tenant]{Narrator: narrator, Interval: 200 * time.Millisecond, Errc: bg.Err(),
+		Read: func(ctx context.Context) ([]tenancyv1.Tenant, string, error) { return progress(ctx, d.c) }}
 	if o.ExitWhenReady {
-		d.deadline = time.Now().Add(o.Timeout)
+		d.steps.Deadline = time.Now().Add(o.Timeout)
 	}
 	if err := d.tour(ctx, o); err != nil {
 		return err
@@ -124,7 +126,7 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	say("tour complete; the operator keeps running (Ctrl-C to stop). Try: kubectl delete tenant %s", doomed)
-	return d.until(ctx, "", func([]tenancyv1.Tenant) bool { return false })
+	return d.steps.Until(ctx, "", func([]tenancyv1.Tenant) bool { return false })
 }
 
 // operatorIdentity installs the ClusterRoles of config/rbac (the operator's
@@ -163,11 +165,9 @@ func operatorIdentity(ctx context.Context, env *testenv.Env) (*rest.Config, erro
 
 // demo drives and narrates the tour.
 type demo struct {
-	env      *testenv.Env
-	c        client.Client
-	errc     <-chan error
-	deadline time.Time // zero: none
-	last     string
+	env   *testenv.Env
+	c     client.Client
+	steps examplecmd.Tour[[]tenancyv1.Tenant]
 }
 
 func (d *demo) tour(ctx context.Context, o options) error {
@@ -184,7 +184,7 @@ func (d *demo) tour(ctx context.Context, o options) error {
 	}
 	say("watch it:  %s get tenants; %s get namespaces -L %s", kubectl, kubectl, controller.LabelTenant)
 	say("or:        %s wait --for=condition=Ready tenants --all", kubectl)
-	if err := d.until(ctx, "every sample Tenant is Ready", func(ts []tenancyv1.Tenant) bool {
+	if err := d.steps.Until(ctx, "every sample Tenant is Ready", func(ts []tenancyv1.Tenant) bool {
 		return len(ts) == len(names) && allReady(ts)
 	}); err != nil {
 		return err
@@ -215,7 +215,7 @@ func (d *demo) tour(ctx context.Context, o options) error {
 	if err := d.c.Delete(ctx, t); err != nil {
 		return err
 	}
-	if err := d.until(ctx, "Tenant "+doomed+" gone", func(ts []tenancyv1.Tenant) bool { return find(ts, doomed) == nil }); err != nil {
+	if err := d.steps.Until(ctx, "Tenant "+doomed+" gone", func(ts []tenancyv1.Tenant) bool { return find(ts, doomed) == nil }); err != nil {
 		return err
 	}
 	var left corev1.NamespaceList
@@ -307,7 +307,7 @@ func (d *demo) refusals(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := d.until(ctx, "both are Stalled", func(ts []tenancyv1.Tenant) bool {
+	if err := d.steps.Until(ctx, "both are Stalled", func(ts []tenancyv1.Tenant) bool {
 		for _, t := range bad {
 			if f := find(ts, t.Name); f == nil || !conditions.IsTrue(f, conditions.Stalled) {
 				return false
@@ -336,7 +336,7 @@ func (d *demo) refusals(ctx context.Context) error {
 			return err
 		}
 	}
-	return d.until(ctx, "deleted both", func(ts []tenancyv1.Tenant) bool {
+	return d.steps.Until(ctx, "deleted both", func(ts []tenancyv1.Tenant) bool {
 		return find(ts, "greedy") == nil && find(ts, "squatter") == nil
 	})
 }
@@ -360,7 +360,7 @@ func (d *demo) removeNamespace(ctx context.Context) error {
 	if err := d.c.Patch(ctx, t, patch); err != nil {
 		return err
 	}
-	if err := d.until(ctx, tourRemoved+" is kept, and the Tenant says why", func(ts []tenancyv1.Tenant) bool {
+	if err := d.steps.Until(ctx, tourRemoved+" is kept, and the Tenant says why", func(ts []tenancyv1.Tenant) bool {
 		f := find(ts, tourTenant)
 		return f != nil && conditions.IsTrue(f, conditions.Stalled) && phase(f, tourRemoved) == tenancyv1.NamespaceRetained
 	}); err != nil {
@@ -371,7 +371,7 @@ func (d *demo) removeNamespace(ctx context.Context) error {
 	if err := d.c.Patch(ctx, &tenancyv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tourTenant}}, ann); err != nil {
 		return err
 	}
-	return d.until(ctx, tourRemoved+" deleted with everything in it; "+tourTenant+" Ready again", func(ts []tenancyv1.Tenant) bool {
+	return d.steps.Until(ctx, tourRemoved+" deleted with everything in it; "+tourTenant+" Ready again", func(ts []tenancyv1.Tenant) bool {
 		f := find(ts, tourTenant)
 		if f == nil || !ready(f) || phase(f, tourRemoved) != "" {
 			return false
@@ -379,41 +379,6 @@ func (d *demo) removeNamespace(ctx context.Context) error {
 		err := d.c.Get(ctx, client.ObjectKey{Name: tourRemoved}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err)
 	})
-}
-
-// until prints progress (when it changed) every 200ms until done says the
-// Tenants are where the tour wants them.
-func (d *demo) until(ctx context.Context, what string, done func([]tenancyv1.Tenant) bool) error {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ts, report, err := progress(ctx, d.c)
-		if err == nil {
-			if report != d.last {
-				fmt.Print(report)
-				d.last = report
-			}
-			if done(ts) {
-				if what != "" {
-					say("%s", what)
-				}
-				return nil
-			}
-		}
-		var deadline <-chan time.Time
-		if !d.deadline.IsZero() {
-			deadline = time.After(time.Until(d.deadline))
-		}
-		select {
-		case err := <-d.errc:
-			return fmt.Errorf("manager stopped: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("demo: not done within the timeout: %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // applySamples creates the sample Tenants (cluster-scoped) and returns their names.

@@ -488,3 +488,57 @@ func (n Narrator) Kubectl(ctx context.Context, env *testenv.Env) (string, error)
 	}
 	return path + " --kubeconfig " + env.KubeconfigPath, nil
 }
+
+// Tour drives a demo's steps: it prints the state report when it changed
+// and waits for each step, bounded by an optional deadline and stopped by
+// the manager's failure.
+type Tour[T any] struct {
+	// Narrator announces finished steps.
+	Narrator Narrator
+	// Interval is how often the state is read.
+	Interval time.Duration
+	// Read returns the state and its printed report.
+	Read func(context.Context) (T, string, error)
+	// Errc reports the manager's failure (Background.Err).
+	Errc <-chan error
+	// Deadline bounds every step; zero means none.
+	Deadline time.Time
+
+	last string
+}
+
+// Until reads the state every Interval, printing the report whenever it
+// changed, until done accepts the state; then it says what (unless empty).
+// It fails when the manager stopped, ctx ended or the deadline passed.
+func (t *Tour[T]) Until(ctx context.Context, what string, done func(T) bool) error {
+	tick := time.NewTicker(t.Interval)
+	defer tick.Stop()
+	for {
+		state, report, err := t.Read(ctx)
+		if err == nil {
+			if report != t.last {
+				fmt.Print(report)
+				t.last = report
+			}
+			if done(state) {
+				if what != "" {
+					t.Narrator.Say("%s", what)
+				}
+				return nil
+			}
+		}
+		var deadline <-chan time.Time
+		if !t.Deadline.IsZero() {
+			deadline = time.After(time.Until(t.Deadline))
+		}
+		select {
+		case err := <-t.Errc:
+			return fmt.Errorf("manager stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return fmt.Errorf("demo: not done within the timeout: %s", what)
+		case <-tick.C:
+		}
+	}
+}
