@@ -26,10 +26,14 @@
 //     object was rewritten while that version was the storage version; if the
 //     storage version changes during the run, the run starts over. A version
 //     still stored is never trimmed.
-//   - A failure to rewrite an object (a conversion webhook error, an
+//   - A failure to read or rewrite an object (a conversion webhook error, an
 //     admission refusal) stops the migration of that CRD with the object's
-//     namespace/name in the error and in the progress record, and trims
-//     nothing; the next run starts over.
+//     namespace/name in the error and in the progress record, changes
+//     nothing in any object, and trims nothing; the next run starts over.
+//     A conversion failure on read fails the whole List without naming the
+//     object; the migrator then lists the page's names (metadata only, at
+//     the storage version or else at another served version) and reads
+//     each at the storage version to name the first that fails.
 //   - Paged (WithPageSize, default 500 per List), concurrent within a page
 //     (WithConcurrency, default 4) and rate-limited (WithRateLimit, default
 //     50 rewrites/s), so the operator's own requests are not crowded out; progress (storage version, objects rewritten, the

@@ -129,7 +129,9 @@ func (m *Migrator) Start(ctx context.Context) error {
 //     storage version) counts as migrated. Objects deleted meanwhile are
 //     skipped. Nothing in an object changes but its encoding and the
 //     dropped managedFields entries.
-//   - An object that cannot be rewritten stops the migration with its
+//   - An object that cannot be read or rewritten at the storage version (a
+//     conversion webhook refusing it fails the whole List; the page is then
+//     read object by object to find it) stops the migration with its
 //     namespace/name and the error in the returned error and in
 //     [Progress].Failed; nothing is trimmed.
 func (m *Migrator) Migrate(ctx context.Context, crdName string) error {
@@ -176,6 +178,13 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 			continue
 		}
 		if err != nil {
+			if ctx.Err() == nil {
+				if culprit := m.unreadable(ctx, crd, storage, p.Continue); culprit != "" {
+					p.Failed = culprit
+					_ = m.record(ctx, crd.Name, p)
+					return false, fmt.Errorf("storageversion: %s: read %s", crd.Name, p.Failed)
+				}
+			}
 			return false, fmt.Errorf("storageversion: list %s: %w", crd.Name, err)
 		}
 		failed := m.rewritePage(ctx, list.Items, crd.Spec.Group, served)
@@ -206,6 +215,39 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextensionsv1.CustomRe
 			return false, nil
 		}
 	}
+}
+
+// unreadable finds, after a List of the page at cont failed, the first
+// object of that page that cannot be read at the storage version (typically
+// a conversion webhook refusing it) and returns it as "namespace/name:
+// error"; "" when no listing of the page's names works or every object of
+// it reads (the List failed for another reason). A List that fails in
+// conversion fails as a whole, naming no object in a form a client can rely
+// on, and a metadata-only List at the storage version converts too; so the
+// page's names are listed (metadata only) at the storage version, else at
+// each other served version (an object stored at an old version reads at
+// that version without conversion), and each is then read at the storage
+// version with a Get. It costs a page of Gets, and runs only after a List
+// failed.
+func (m *Migrator) unreadable(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, storage, cont string) string {
+	versions := append([]string{storage}, slices.DeleteFunc(servedVersions(crd), func(v string) bool { return v == storage })...)
+	for _, v := range versions {
+		meta := &metav1.PartialObjectMetadataList{}
+		meta.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: v, Kind: crd.Spec.Names.ListKind})
+		if err := m.c.List(ctx, meta, client.Limit(m.pageSize), client.Continue(cont)); err != nil {
+			continue
+		}
+		for i := range meta.Items {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.Kind})
+			key := client.ObjectKeyFromObject(&meta.Items[i])
+			if err := m.c.Get(ctx, key, obj); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("%s: %v", key, err)
+			}
+		}
+		return ""
+	}
+	return ""
 }
 
 // rewritePage rewrites items with m.workers workers and returns the first
