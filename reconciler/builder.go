@@ -638,7 +638,8 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 
 // Complete builds the reconciler and registers its controller with the
 // manager: T's events (default predicates plus [Builder.WithPredicates]),
-// the Owns kinds that are watched, [Builder.Watches] and
+// the Owns kinds that are watched (their events enqueue the owner with
+// [ChildEventPriority] when they change or go, ahead of new objects), [Builder.Watches] and
 // [Builder.References].
 func (b *Builder[T]) Complete() error {
 	if b.mgr == nil && len(b.errs) == 0 {
@@ -690,7 +691,7 @@ func (b *Builder[T]) Complete() error {
 			continue
 		}
 		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
-		bld = bld.Watches(o.obj, trigger(h), builder.WithPredicates(o.predicates...))
+		bld = bld.Watches(o.obj, trigger(followUp(h)), builder.WithPredicates(o.predicates...))
 	}
 	for _, w := range b.watches {
 		bld = bld.Watches(w.obj, trigger(w.handler), w.opts...)
