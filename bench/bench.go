@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -84,6 +85,11 @@ type Options struct {
 	Scenarios  []string
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
+	// HeapProfiles, when set, is a directory where the restart scenario
+	// writes a heap profile of the process (heap-<contender>.pprof) right
+	// after measuring each contender's live heap, while its manager still
+	// runs: what its cache and indexes hold.
+	HeapProfiles string
 }
 
 // Quick is the preset of a quick run (CI smoke, under 3 minutes).
@@ -603,6 +609,11 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 	r.settle(ctx)
 	cpuContender, cpuProcess := cpu.stop(r.contender)
 	heap := liveHeap() - heap0
+	if r.o.HeapProfiles != "" {
+		if err := writeHeapProfile(filepath.Join(r.o.HeapProfiles, "heap-"+r.contender+".pprof")); err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, StoredBytes: stored}
 	res.setCPU(cpuContender, cpuProcess)
 	res.Reconciles = r.inst.reconciles() - base
@@ -670,6 +681,17 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 
 func failed(n int, err error) *Result {
 	return &Result{N: n, Error: err.Error(), Reconciles: math.NaN(), Outstanding: n}
+}
+
+// writeHeapProfile writes the process's heap profile (after a collection)
+// to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }
 
 // liveHeap is the heap in use after two full collections.

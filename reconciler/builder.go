@@ -777,15 +777,17 @@ func guarded[T client.Object](shard *sharding.Shard, newObject func() T, inner r
 	})
 }
 
-// CacheOptions returns the manager cache options opkit recommends: every
-// cached object has its metadata.managedFields stripped, which saves about a
-// tenth of the informer memory of a typical operator (more for objects
-// written by several managers). ensure keeps what it needs on the objects
-// themselves (ensure.AnnotationDeclared, the record of what the operator last
+// CacheOptions returns the manager cache options opkit recommends, whose
+// DefaultTransform is [CompactMetadata]: every cached object has its
+// metadata.managedFields stripped, which saves about a tenth of the
+// informer memory of a typical operator (more for objects written by several
+// managers), and its label and annotation strings shared with equal ones of
+// other cached objects. ensure keeps what it needs on the objects themselves
+// (ensure.AnnotationDeclared, the record of what the operator last
 // declared), so both of its strategies work with these options. Merge the
 // result into your manager.Options.Cache when you set other cache fields.
 func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	return cache.Options{DefaultTransform: CompactMetadata}
 }
 
 // annotationsEqual compares a and b without the keys ignore selects.

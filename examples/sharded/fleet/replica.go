@@ -131,7 +131,7 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 			ByObject: shard.CacheByObject(append([]client.Object{&webappv1.WebApp{}}, children()...)...),
 			// opkit's recommended cache options (reconciler.CacheOptions):
 			// managedFields are not cached.
-			DefaultTransform: reconciler.CacheOptions().DefaultTransform,
+			DefaultTransform: reconciler.CompactMetadata,
 		},
 		LeaderElection:                true,
 		LeaderElectionID:              o.Ring + "-assigner",
