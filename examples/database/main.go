@@ -13,6 +13,7 @@
 //	go run ./examples/database                    # embedded demo; Ctrl-C to stop
 //	go run ./examples/database --exit-when-ready  # bounded demo (what CI runs)
 //	go run ./examples/database --kubeconfig ~/.kube/config   # a real cluster
+//	go run ./examples/database --kubeconfig ~/.kube/config --watch-namespace shop --backup-catalog /var/lib/backups.json
 package main
 
 import (

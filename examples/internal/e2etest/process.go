@@ -19,7 +19,7 @@ func Build(t testing.TB, dir string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(mustAbs(t, dir)))
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, ".")
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", dir, err, b)
@@ -52,8 +52,8 @@ type Process struct {
 
 // Start starts binary with args, its standard output and error going to a
 // file in the test's temporary directory (the last 40 lines are logged when
-// the test fails). The process is killed, and waited for, when the test ends
-// if it is still running.
+// the test fails). The process is killed (SIGKILL), and waited for, when the
+// test ends if it is still running.
 func Start(t testing.TB, name, binary string, args ...string) *Process {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
@@ -61,7 +61,9 @@ func Start(t testing.TB, name, binary string, args ...string) *Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
+	// The test's context ends just before its cleanups run, which kills the
+	// process (SIGKILL) if it is still running then.
+	cmd := exec.CommandContext(t.Context(), binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
