@@ -94,8 +94,10 @@ func TestProcessKilledMidCreateMakesEachBucketOnce(t *testing.T) {
 			t.Fatalf("%d operator processes and the Buckets are still not Ready; kills %v", processes, kills)
 		}
 		processes++
-		p := operatorProcess(t, bin, f, fmt.Sprintf("bucket-operator-%d", processes))
+		// Held across the start, so a create the new process makes at once
+		// still finds it in current.
 		mu.Lock()
+		p := operatorProcess(t, bin, f, fmt.Sprintf("bucket-operator-%d", processes))
 		current = p
 		mu.Unlock()
 		last = p
