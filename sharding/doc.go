@@ -35,7 +35,8 @@
 //     to create them again.
 //   - Clock skew is harmless: Lease ages are measured on the observer's clock
 //     from the moment it saw the Lease change, never from timestamps written
-//     by another machine.
+//     by another machine (a member writes its Lease's times from its own
+//     clock, [WithClock]; replicas ±30 s apart are tested).
 //   - One process per member name: a second process started with a member
 //     name whose Lease is held by a live instance waits (reconciling nothing)
 //     until that Lease is released or dead.

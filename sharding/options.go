@@ -19,9 +19,10 @@ import (
 // ClockOption is the option [WithClock] returns.
 type ClockOption struct{ c clock.WithTicker }
 
-// WithClock sets the clock a member uses for lease renewals and
-// self-fencing, and the assigner and Membership use to judge Lease ages (a
-// fake one in tests). A nil clock keeps the wall clock.
+// WithClock sets the clock a member uses for lease renewals (the times it
+// writes as its Lease's acquireTime and renewTime) and self-fencing, and the
+// assigner and Membership use to judge Lease ages (a fake or skewed one in
+// tests). A nil clock keeps the wall clock.
 func WithClock(c clock.WithTicker) ClockOption { return ClockOption{c: c} }
 
 func (o ClockOption) applyToShard(s *Shard) {

@@ -537,8 +537,10 @@ type holderWatch struct{ m *Membership }
 
 func (s *Shard) tryAcquire(ctx context.Context, logger logr.Logger) *coordinationv1.Lease {
 	name := LeaseName(s.ring, s.member)
-	now := metav1.NowMicro()
+	// The Lease's times come from the member's clock (WithClock), like its
+	// self-fencing: what others read is what this machine believes.
 	sent := s.clock.Now()
+	now := metav1.NewMicroTime(sent)
 	lease := &coordinationv1.Lease{}
 	err := s.apiReader.Get(ctx, client.ObjectKey{Namespace: s.leaseNamespace, Name: name}, lease)
 	switch {
@@ -637,7 +639,7 @@ func (s *Shard) markHeld(sent time.Time) {
 // renew returns the renewed Lease, or nil when it was lost to another instance.
 func (s *Shard) renew(ctx context.Context, lease *coordinationv1.Lease, logger logr.Logger) *coordinationv1.Lease {
 	sent := s.clock.Now()
-	now := metav1.NowMicro()
+	now := metav1.NewMicroTime(sent)
 	next := lease.DeepCopy()
 	next.Spec.RenewTime = &now
 	err := s.client.Update(ctx, next)
@@ -657,7 +659,7 @@ func (s *Shard) renew(ctx context.Context, lease *coordinationv1.Lease, logger l
 			// of a lease duration later.
 			sent = s.clock.Now()
 			next = current.DeepCopy()
-			now = metav1.NowMicro()
+			now = metav1.NewMicroTime(sent)
 			next.Spec.RenewTime = &now
 			if err := s.client.Update(ctx, next); err == nil {
 				s.markHeld(sent)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit/opkit/conditions"
@@ -173,7 +172,7 @@ func run(ctx context.Context, o options) error {
 	o.DefaultAddrs(embedded)
 
 	mopts := o.ManagerOptions(scheme, "bucket-operator.storage.example.com")
-	mopts.Cache = cache.Options{ByObject: controller.CacheByObject()}
+	mopts.Cache.ByObject = controller.CacheByObject()
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

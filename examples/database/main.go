@@ -13,6 +13,7 @@
 //	go run ./examples/database                    # embedded demo; Ctrl-C to stop
 //	go run ./examples/database --exit-when-ready  # bounded demo (what CI runs)
 //	go run ./examples/database --kubeconfig ~/.kube/config   # a real cluster
+//	go run ./examples/database --kubeconfig ~/.kube/config --watch-namespace shop --backup-catalog /var/lib/backups.json
 package main
 
 import (
@@ -30,6 +31,7 @@ func main() {
 	var o options
 	o.Register(flag.CommandLine, "embedded demo: run the whole tour (ending with the deletion of every sample), then exit 0 (bounded; used by CI)", 5*time.Minute)
 	flag.DurationVar(&o.degradedAfter, "degraded-after", 0, "how long fewer replicas than desired may be Ready before a Database is Degraded (default 30s)")
+	flag.StringVar(&o.backupCatalog, "backup-catalog", "", "keep the backup catalog in this JSON file, so it outlives the process (default: in memory)")
 	flag.Parse()
 	o.ReadKubeconfig(flag.CommandLine)
 	examplecmd.Main("database", func(ctx context.Context) error { return run(ctx, o) })
@@ -38,4 +40,5 @@ func main() {
 type options struct {
 	examplecmd.Flags
 	degradedAfter time.Duration
+	backupCatalog string
 }

@@ -80,6 +80,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	catalog := backup.New()
+	if o.backupCatalog != "" {
+		if catalog, err = backup.Open(o.backupCatalog); err != nil {
+			return err
+		}
+	}
 	if err := controller.Setup(mgr, controller.Options{Catalog: catalog, Observability: obs, DegradedAfter: o.degradedAfter}); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -92,6 +93,9 @@ func run(ctx context.Context, o options) error {
 	}
 	o.DefaultAddrs(embedded)
 
+	if o.WatchNamespace != "" {
+		return errors.New("--watch-namespace: Tenants are cluster-scoped and own namespaces; the tenant operator cannot be limited to one namespace")
+	}
 	mopts := o.ManagerOptions(scheme, "tenant-operator.tenancy.example.com")
 	mopts.Cache = controller.CacheOptions(selector)
 	mgr, err := ctrl.NewManager(cfg, mopts)

@@ -81,7 +81,9 @@ func run(ctx context.Context, o options) error {
 		wopts.TLSOpts = append(wopts.TLSOpts, o.TLSOpts()...)
 		mopts.WebhookServer = crwebhook.NewServer(wopts)
 	}
-	mopts.Cache = reconciler.CacheOptions()
+	cacheOpts := reconciler.CacheOptions()
+	cacheOpts.DefaultNamespaces = mopts.Cache.DefaultNamespaces // --watch-namespace
+	mopts.Cache = cacheOpts
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

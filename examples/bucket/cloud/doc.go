@@ -20,8 +20,10 @@
 //     visible in state Deleting for [WithDeleteDelay] before it is gone (404).
 //   - Fault injection, through Go methods ([Server.FailNext],
 //     [Server.ThrottleNext], [Server.SlowNext], [Server.SetLatency]) or the
-//     admin endpoint POST /admin/faults, and a call log ([Server.Calls]) to
-//     assert what a client did and when.
+//     admin endpoint POST /admin/faults, a call log ([Server.Calls]) to
+//     assert what a client did and when, and a hook at the instant a bucket
+//     is made ([WithCreateHook]), to crash a client between the cloud's
+//     create and its answer.
 //
 // Secrets (account secret keys, bucket secret keys) never appear in error
 // messages of either side.

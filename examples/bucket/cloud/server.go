@@ -124,7 +124,9 @@ type Call struct {
 	// Bucket is the bucket (or queue) named in the path or the create body, if any.
 	Bucket    string `json:"bucket,omitempty"`
 	AccessKey string `json:"accessKey,omitempty"`
-	// Status is the HTTP status of the answer.
+	// Status is the HTTP status of the answer. For CreateBucket, 201 means
+	// this call made the bucket and 200 that it replayed an earlier create
+	// with the same token: counting 201s counts buckets made.
 	Status int `json:"status"`
 }
 
@@ -170,6 +172,14 @@ func WithLatency(d time.Duration) Option { return func(s *Server) { s.latency = 
 // (default 0: gone at once).
 func WithDeleteDelay(d time.Duration) Option { return func(s *Server) { s.deleteDelay = d } }
 
+// WithCreateHook calls hook with every bucket CreateBucket makes (a 201, not
+// a replay), after it is stored and persisted and before the answer is sent:
+// the moment the cloud has the bucket and the caller does not know it yet.
+// A test kills the caller there (a crash between an external create and the
+// write that records it). The hook runs with the server locked: it must not
+// call the server, and the answer waits for it to return.
+func WithCreateHook(hook func(Bucket)) Option { return func(s *Server) { s.createHook = hook } }
+
 // Server is the fake cloud. Build it with [NewServer]; serve it with
 // [Server.Start] or mount [Server.Handler]. It is safe for concurrent use.
 type Server struct {
@@ -178,6 +188,7 @@ type Server struct {
 	maxBuckets  int
 	rate, burst float64
 	deleteDelay time.Duration
+	createHook  func(Bucket)
 
 	mu       sync.Mutex
 	buckets  map[string]*record
@@ -571,6 +582,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, owner string, ca
 		delete(s.buckets, req.Name)
 		writeError(w, http.StatusInternalServerError, CodeInternalError, "could not persist the bucket")
 		return
+	}
+	if s.createHook != nil {
+		s.createHook(rec.Bucket)
 	}
 	writeJSON(w, http.StatusCreated, rec.Bucket)
 }

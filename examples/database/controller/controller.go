@@ -500,8 +500,10 @@ func (r *handlers) backup(ctx context.Context, db *dbv1.Database, sts *appsv1.St
 	if live.Status.CompletionTime != nil {
 		at = *live.Status.CompletionTime
 	}
-	r.opts.Catalog.Record(ctx, backup.Backup{ID: name, Database: key(db), UID: string(db.UID),
-		Version: db.Status.CurrentVersion, Reason: reason, CompletedAt: at.Time})
+	if _, err := r.opts.Catalog.Record(ctx, backup.Backup{ID: name, Database: key(db), UID: string(db.UID),
+		Version: db.Status.CurrentVersion, Reason: reason, CompletedAt: at.Time}); err != nil {
+		return false, "", err
+	}
 	db.Status.LastBackup = &dbv1.BackupRecord{Name: name, Version: db.Status.CurrentVersion, Reason: reason, CompletionTime: at}
 	return true, "", nil
 }

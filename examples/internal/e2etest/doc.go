@@ -1,6 +1,8 @@
 // Package e2etest holds what the example operators' end-to-end tests share:
 // deadlines, polling, and starting an operator's manager the way every test
-// does — scoped to the test's namespace, its API requests counted.
+// does — scoped to the test's namespace, its API requests counted — or the
+// example's own binary as a separate process ([Build], [Start]) that a test
+// can kill with SIGKILL.
 //
 // Guarantees: every helper that fails the test does so with t.Fatal from the
 // test's goroutine, naming what was awaited and the last error seen; polling

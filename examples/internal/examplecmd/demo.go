@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -78,6 +79,10 @@ type Flags struct {
 	EnableHTTP2 bool
 	// LeaderElect turns on the manager's leader election.
 	LeaderElect bool
+	// WatchNamespace, when set (--watch-namespace), limits the manager's
+	// caches to that one namespace: the operator sees and reconciles only the
+	// objects there (its RBAC may then be a Role). Empty: every namespace.
+	WatchNamespace string
 	// Zap holds controller-runtime's --zap-* flags (zap.Options.BindFlags):
 	// encoder, log level, stack trace level, time encoding, development mode.
 	Zap crzap.Options
@@ -102,6 +107,7 @@ func (f *Flags) Register(fs *flag.FlagSet, exitWhenReady string, timeout time.Du
 	fs.BoolVar(&f.EnableHTTP2, "enable-http2", false, "let the metrics and webhook servers negotiate HTTP/2 (off: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", "", "health probe endpoint (default :8081 on a cluster, a free loopback port when embedded)")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", false, "enable leader election (on in the config/ manifests)")
+	fs.StringVar(&f.WatchNamespace, "watch-namespace", "", "reconcile only the objects in this namespace (default: every namespace)")
 	fs.BoolVar(&f.Verbose, "v", false, "embedded demo: write the operator's logs to the terminal instead of a file")
 	fs.StringVar(&f.LogFile, "log-file", "", "embedded demo: write the operator's logs to this file (default: a new file in the temporary directory)")
 	f.Zap.BindFlags(fs)
@@ -215,14 +221,20 @@ func (f *Flags) MetricsURL() string {
 // metrics over HTTPS behind [metricsauth.FilterProvider] unless
 // MetricsInsecure, [Flags.TLSOpts] on the metrics and webhook servers, and
 // leader election under leaderElectionID in $POD_NAMESPACE (empty outside a
-// pod: controller-runtime then uses the in-cluster namespace). A caller that
+// pod: controller-runtime then uses the in-cluster namespace), and caches
+// limited to WatchNamespace when it is set. A caller that
 // replaces WebhookServer should give it [Flags.TLSOpts] too.
 func (f *Flags) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) manager.Options {
 	metrics := metricsserver.Options{BindAddress: f.MetricsAddr, SecureServing: !f.MetricsInsecure, TLSOpts: f.TLSOpts()}
 	if metrics.SecureServing {
 		metrics.FilterProvider = metricsauth.FilterProvider
 	}
+	var caches cache.Options
+	if f.WatchNamespace != "" {
+		caches.DefaultNamespaces = map[string]cache.Config{f.WatchNamespace: {}}
+	}
 	return manager.Options{
+		Cache:                   caches,
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		WebhookServer:           crwebhook.NewServer(crwebhook.Options{TLSOpts: f.TLSOpts()}),

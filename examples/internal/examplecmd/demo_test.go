@@ -273,3 +273,15 @@ func hostOf(cfg *rest.Config) string {
 	}
 	return "config for " + cfg.Host
 }
+
+func TestWatchNamespaceLimitsTheCaches(t *testing.T) {
+	f, _ := defaults(t)
+	if o := f.ManagerOptions(nil, "x"); len(o.Cache.DefaultNamespaces) != 0 {
+		t.Fatalf("without --watch-namespace the caches are limited to %v", o.Cache.DefaultNamespaces)
+	}
+	f, _ = defaults(t, "--watch-namespace", "shop")
+	o := f.ManagerOptions(nil, "x")
+	if _, ok := o.Cache.DefaultNamespaces["shop"]; !ok || len(o.Cache.DefaultNamespaces) != 1 {
+		t.Fatalf("--watch-namespace shop: caches limited to %v, want only shop", o.Cache.DefaultNamespaces)
+	}
+}

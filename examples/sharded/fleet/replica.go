@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +81,10 @@ type ReplicaOptions struct {
 	// (sharding/canary) with these options to the replica; like the
 	// assigner it runs only on the elected replica.
 	Rollout []canary.Option
+	// Clock, when set, is the replica's clock for its member Lease and its
+	// assigner (sharding.WithClock): a test gives replicas skewed clocks.
+	// Nil: the wall clock.
+	Clock clock.WithTicker
 }
 
 // Replica is one replica of the sharded webapp operator: what one pod of a
@@ -108,6 +113,7 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 		sharding.WithLeaseDuration(o.LeaseDuration),
 		sharding.WithReleaseOnStop(o.ReleaseOnStop),
 		sharding.WithVersion(o.Version),
+		sharding.WithClock(o.Clock),
 	}
 	if o.Weight != nil {
 		sopts = append(sopts, sharding.WithWeight(*o.Weight))
@@ -164,6 +170,7 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 		sharding.WithChildren(&webappv1.WebApp{}, children()...),
 		sharding.WithNamespaces(o.Namespace),
 		sharding.WithEventRecorder(mgr.GetEventRecorder("sharding-" + o.Ring)),
+		sharding.WithClock(o.Clock),
 	}
 	if o.Observer != nil {
 		aopts = append(aopts, sharding.WithObserver(o.Observer))
@@ -262,6 +269,10 @@ type Options struct {
 	Version string
 	// Rollout is given to every replica (see [ReplicaOptions]).
 	Rollout []canary.Option
+	// Clocks, when set, holds replica i's clock at index i (see
+	// [ReplicaOptions].Clock); replicas past its end, and nil entries, use
+	// the wall clock.
+	Clocks []clock.WithTicker
 }
 
 // Fleet is the sharded operator's replicas, run in one process, with one
@@ -279,8 +290,13 @@ func NewFleet(cfg *rest.Config, o Options) (*Fleet, error) {
 	f := &Fleet{Ring: o.Ring, Namespace: o.Namespace, LeaseDuration: o.LeaseDuration,
 		Detector: NewOverlapDetector(o.Hold), Moves: &MoveCounter{}}
 	for i := range o.Replicas {
+		var clk clock.WithTicker
+		if i < len(o.Clocks) {
+			clk = o.Clocks[i]
+		}
 		r, err := NewReplica(cfg, ReplicaOptions{
-			Ring: o.Ring, Member: fmt.Sprintf("replica-%d", i), Namespace: o.Namespace,
+			Clock: clk,
+			Ring:  o.Ring, Member: fmt.Sprintf("replica-%d", i), Namespace: o.Namespace,
 			LeaseDuration: o.LeaseDuration, Scheme: o.Scheme, Detector: f.Detector, Observer: f.Moves,
 			Version: o.Version, Rollout: o.Rollout,
 		})
@@ -414,6 +430,13 @@ func (m *MoveCounter) RingRecomputed(string, []string) {}
 
 // MemberObjects implements sharding.Observer.
 func (m *MoveCounter) MemberObjects(string, map[string]int) {}
+
+// MovedFromDead is how many objects the assigner moved off a member it
+// judged dead (without a drain).
+func (m *MoveCounter) MovedFromDead() int64 { return m.movedFromDead.Load() }
+
+// Drains is how many drains the assigner requested.
+func (m *MoveCounter) Drains() int64 { return m.drains.Load() }
 
 // String summarises the counts.
 func (m *MoveCounter) String() string {

@@ -84,8 +84,9 @@ func (s Snapshot) Settled(ns string, members []string) (bool, string) {
 type Member struct {
 	Name, Holder string
 	// Renewed is how long ago the Lease was last renewed, by the renewTime it
-	// carries (all replicas share this machine's clock here; the assigner
-	// itself never compares clocks).
+	// carries and this machine's clock (a replica with a skewed clock,
+	// ReplicaOptions.Clock, writes skewed renewTimes; the assigner itself
+	// never compares clocks).
 	Renewed time.Duration
 }
 

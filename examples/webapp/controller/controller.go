@@ -171,11 +171,17 @@ func Labels(app *webappv1.WebApp) map[string]string {
 
 // Children declares the ConfigMap, Deployment and Service of app. Only fields
 // the operator manages are set; the Deployment's replicas stay unset when the
-// WebApp leaves them unset, so an autoscaler can own them.
+// WebApp leaves them unset, so an autoscaler can own them. The defaulting
+// webhook's defaults (port 8080, an untagged image's ":latest") are applied
+// to the children too, so a WebApp stored while that webhook was
+// unreachable (failurePolicy Ignore) gets the same children.
 func Children(app *webappv1.WebApp) []client.Object {
 	// Each field gets its own map (Labels returns a new one): selectors are
 	// immutable, and whoever adds a label to a child (e.g. a shard label) must
 	// not reach them.
+	// The defaulting webhook's defaults, applied again here: a WebApp
+	// stored while the webhook was unreachable (failurePolicy Ignore) never
+	// went through it.
 	port := app.Spec.Port
 	if port == 0 {
 		port = 8080
@@ -200,7 +206,7 @@ func Children(app *webappv1.WebApp) []client.Object {
 				Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{
 						Name:         "web",
-						Image:        app.Spec.Image,
+						Image:        defaultImage(app.Spec.Image),
 						Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/webapp", ReadOnly: true}},
 					}},

@@ -43,12 +43,20 @@ func Default(_ context.Context, app *webappv1.WebApp) error {
 	if app.Spec.Port == 0 {
 		app.Spec.Port = 8080
 	}
-	img := app.Spec.Image
+	app.Spec.Image = defaultImage(app.Spec.Image)
+	return nil
+}
+
+// defaultImage is img with ":latest" written out when it is a valid
+// reference without a tag or digest, else img unchanged. [Default] applies
+// it to spec.image; [Children] applies it to the container image too, for a
+// WebApp stored without the defaulting webhook.
+func defaultImage(img string) string {
 	name := img[strings.LastIndex(img, "/")+1:]
 	if imagePattern.MatchString(img) && !strings.Contains(name, ":") && !strings.Contains(name, "@") {
-		app.Spec.Image = img + ":latest"
+		return img + ":latest"
 	}
-	return nil
+	return img
 }
 
 // imagePattern is the +kubebuilder:validation:Pattern of
