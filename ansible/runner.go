@@ -214,8 +214,8 @@ type Task struct {
 	Action  string
 	Status  TaskStatus
 	Changed bool
-	// Message is the failure's msg (bounded to 4 KiB), for failed,
-	// ignored and unreachable tasks.
+	// Message is the failure's msg, then its stderr when it has one (each
+	// bounded to 4 KiB), for failed, ignored and unreachable tasks.
 	Message string
 	// HTTPStatus is the API status code a kubernetes.core task failed with
 	// (its result's status or error field), or 0.
@@ -553,6 +553,7 @@ type event struct {
 	Msg          string          `json:"msg"`
 	Status       json.RawMessage `json:"status"`
 	Error        json.RawMessage `json:"error"`
+	Stderr       string          `json:"stderr"`
 }
 
 // readEvents fills res from the callback plugin's events file (absent when
@@ -590,6 +591,9 @@ func (res *Result) readEvents(path string) error {
 			res.Skipped++
 		case "failed":
 			t.Status, t.Message, t.HTTPStatus = TaskFailed, ev.Msg, httpStatus(ev.Status, ev.Error)
+			if se := strings.TrimSpace(ev.Stderr); se != "" && !strings.Contains(t.Message, se) {
+				t.Message += ": " + se
+			}
 			if ev.IgnoreErrors {
 				t.Status = TaskIgnored
 				res.Ignored++
