@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,7 +220,8 @@ type Task struct {
 	// bounded to 4 KiB), for failed, ignored and unreachable tasks.
 	Message string
 	// HTTPStatus is the API status code a kubernetes.core task failed with
-	// (its result's status or error field), or 0.
+	// (its result's status or error field, else the code of the API
+	// server's Status quoted in its message), or 0.
 	HTTPStatus int
 }
 
@@ -336,9 +339,9 @@ func (r *Runner) Vars(obj client.Object) (map[string]any, error) {
 //
 //   - Terminal (Stalled, not retried until the object changes): a failed
 //     task whose action is one of [TerminalActions] (the playbook said the
-//     input is invalid), a kubernetes.core task refused by the API server
-//     with 400 BadRequest or 422 Invalid (the object the spec describes is
-//     invalid), and a playbook ansible-playbook refuses before running
+//     input is invalid), a task refused by the API server with 400
+//     BadRequest or 422 Invalid ([Task.HTTPStatus]: the object the spec
+//     describes is invalid), and a playbook ansible-playbook refuses before running
 //     (exit code 4, parse error; 5, bad options) — reason
 //     [ReasonTaskFailed] or [ReasonPlaybookInvalid];
 //   - Transient (retried with backoff): every other failed task (a
@@ -591,6 +594,9 @@ func (res *Result) readEvents(path string) error {
 			res.Skipped++
 		case "failed":
 			t.Status, t.Message, t.HTTPStatus = TaskFailed, ev.Msg, httpStatus(ev.Status, ev.Error)
+			if t.HTTPStatus == 0 {
+				t.HTTPStatus = statusInMessage(ev.Msg)
+			}
 			if se := strings.TrimSpace(ev.Stderr); se != "" && !strings.Contains(t.Message, se) {
 				t.Message += ": " + se
 			}
@@ -638,6 +644,21 @@ func httpStatus(fields ...json.RawMessage) int {
 		}
 	}
 	return 0
+}
+
+// apiStatusCode finds the code of a metav1.Status the API server answered
+// with, as kubernetes.core quotes it in a failure's message
+// ("Failed to create object: b'{\"kind\":\"Status\",…,\"code\":400}'").
+var apiStatusCode = regexp.MustCompile(`"kind":\s*"Status".*"code":\s*([1-5][0-9][0-9])\b`)
+
+// statusInMessage returns the API status code quoted in msg, or 0.
+func statusInMessage(msg string) int {
+	m := apiStatusCode.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }
 
 // classify turns a finished run into nil or an outcome-classified error.

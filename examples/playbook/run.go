@@ -223,6 +223,9 @@ func report(ctx context.Context, c client.Client) ([]webv1.Site, string, error) 
 			ready = string(r.Status)
 		}
 		fmt.Fprintf(&b, "  site %-8s replicas=%d playbook=%-10s Ready=%s\n", s.Name, s.Spec.Replicas, last, ready)
+		if f := conditions.Get(s, ansible.ConditionFailed); f != nil && f.Status == "True" {
+			fmt.Fprintf(&b, "    Failed: %s\n", f.Message)
+		}
 	}
 	return list.Items, b.String(), nil
 }
