@@ -102,7 +102,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := controller.Setup(mgr, runner, obs); err != nil {
+	if err := controller.Setup(mgr, runner, controller.Options{Observability: obs}); err != nil {
 		return err
 	}
 	if !embedded {
