@@ -103,7 +103,7 @@ func TestReconcileSuccessPassesSnakeCaseSpecAndMeta(t *testing.T) {
 	want := map[string]any{
 		"replica_count": float64(2), "http_port": float64(80), // the spec wins over the watch's vars
 		"nested": map[string]any{"some_key": []any{map[string]any{"inner_key": "x"}}},
-		"meta": map[string]any{"name": "a", "namespace": "ns1", "uid": "uid-1", "generation": float64(3), "labels": nil, "annotations": nil},
+		"meta":   map[string]any{"name": "a", "namespace": "ns1", "uid": "uid-1", "generation": float64(3), "labels": nil, "annotations": nil},
 		"raw":    map[string]any{"replicaCount": float64(2), "HTTPPort": float64(80), "nested": map[string]any{"someKey": []any{map[string]any{"innerKey": "x"}}}},
 		"extra":  "watch",
 		"python": ansible.DefaultPythonInterpreter,
@@ -358,8 +358,12 @@ func TestRoleAndFinalizer(t *testing.T) {
 		run  func(context.Context, *unstructured.Unstructured) (*ansible.Result, error)
 		want string
 	}{
-		{func(ctx context.Context, o *unstructured.Unstructured) (*ansible.Result, error) { return r.Reconcile(ctx, o) }, "f reconcile"},
-		{func(ctx context.Context, o *unstructured.Unstructured) (*ansible.Result, error) { return r.Finalize(ctx, o) }, "f finalize"},
+		{func(ctx context.Context, o *unstructured.Unstructured) (*ansible.Result, error) {
+			return r.Reconcile(ctx, o)
+		}, "f reconcile"},
+		{func(ctx context.Context, o *unstructured.Unstructured) (*ansible.Result, error) {
+			return r.Finalize(ctx, o)
+		}, "f finalize"},
 	} {
 		if res, err := step.run(context.Background(), demo("f", nil)); err != nil {
 			t.Fatalf("%v\n%s", err, res.Output)

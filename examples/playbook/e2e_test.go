@@ -25,11 +25,11 @@ import (
 
 	"github.com/opkit/opkit/ansible"
 	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/examples/internal/e2etest"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webv1 "github.com/opkit/opkit/examples/playbook/api/v1"
 	"github.com/opkit/opkit/examples/playbook/config"
 	"github.com/opkit/opkit/examples/playbook/controller"
-	"github.com/opkit/opkit/examples/internal/e2etest"
-	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -375,7 +375,9 @@ func TestConcurrencyLimit(t *testing.T) {
 	for i := range sites {
 		edges = append(edges, edge{read("s" + strconv.Itoa(i) + ".start"), 1}, edge{read("s" + strconv.Itoa(i) + ".end"), -1})
 	}
-	sort.Slice(edges, func(i, j int) bool { return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta })
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta
+	})
 	peak, cur := 0, 0
 	for _, e := range edges {
 		cur += e.delta

@@ -17,11 +17,11 @@ import (
 
 	"github.com/opkit/opkit/ansible"
 	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/examples/internal/examplecmd"
 	webv1 "github.com/opkit/opkit/examples/playbook/api/v1"
 	"github.com/opkit/opkit/examples/playbook/config"
 	"github.com/opkit/opkit/examples/playbook/controller"
 	"github.com/opkit/opkit/examples/playbook/playbooks"
-	"github.com/opkit/opkit/examples/internal/examplecmd"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 )
