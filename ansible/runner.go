@@ -505,6 +505,7 @@ func (r *Runner) prepare(dir string, obj client.Object, playbook, role string, e
 		"ANSIBLE_LOCALHOST_WARNING=False", "ANSIBLE_INVENTORY_UNPARSED_WARNING=False",
 		"ANSIBLE_RETRY_FILES_ENABLED=False",
 		"ANSIBLE_LOCAL_TEMP="+filepath.Join(dir, "tmp"),
+		"ANSIBLE_REMOTE_TEMP="+filepath.Join(dir, "remote-tmp"), // not ~/.ansible: HOME may be read-only
 	)
 	if r.kubeconfig != "" {
 		env = append(env, "K8S_AUTH_KUBECONFIG="+r.kubeconfig)

@@ -275,7 +275,7 @@ func TestConcurrencyLimitPerKind(t *testing.T) {
 	pb := playbook(t, `    - name: record the run
       ansible.builtin.shell: "date +%s.%N > {{ dir }}/{{ ansible_operator_meta.name }}.start; sleep 1.5; date +%s.%N > {{ dir }}/{{ ansible_operator_meta.name }}.end"
 `)
-	const limit, runs = 2, 5
+	const limit, runs = 2, 4
 	r := newRunner(t, ansible.Watch{Playbook: pb, MaxConcurrent: limit, Vars: map[string]any{"dir": dir}})
 	var wg sync.WaitGroup
 	errs := make([]error, runs)
