@@ -36,7 +36,7 @@
 //     success. A kind without status conditions is run without them.
 //   - Errors are classified for package outcome by one rule (see
 //     [Runner.Reconcile]): a user error is Terminal (Stalled, no retry
-//     until the object changes) — a fail or assert task ([TerminalActions]),
+//     until the object changes) — a fail or assert task,
 //     a 400/422 from the API server in a kubernetes.core task, a playbook
 //     ansible-playbook refuses (exit 4 or 5); anything else (a failed task
 //     that may succeed later, an unreachable host, a timeout) is Transient

@@ -82,10 +82,10 @@ const DefaultOutputLimit = 64 << 10
 // PATH.
 const DefaultPythonInterpreter = "/usr/bin/python3"
 
-// TerminalActions are the task actions whose failure is a user error
+// terminalActions are the task actions whose failure is a user error
 // (Stalled, not retried until the object changes): the playbook's author
 // declared the input invalid with fail or assert.
-var TerminalActions = []string{"fail", "assert", "ansible.builtin.fail", "ansible.builtin.assert", "ansible.legacy.fail", "ansible.legacy.assert"}
+var terminalActions = []string{"fail", "assert", "ansible.builtin.fail", "ansible.builtin.assert", "ansible.legacy.fail", "ansible.legacy.assert"}
 
 // Runner runs one kind's playbooks for its objects. It is safe for
 // concurrent use; at most [Watch.MaxConcurrent] ansible-playbook processes
@@ -338,8 +338,9 @@ func (r *Runner) Vars(obj client.Object) (map[string]any, error) {
 // for package outcome, by this rule:
 //
 //   - Terminal (Stalled, not retried until the object changes): a failed
-//     task whose action is one of [TerminalActions] (the playbook said the
-//     input is invalid), a task refused by the API server with 400
+//     task whose action is fail or assert (ansible.builtin.fail,
+//     ansible.builtin.assert, or their short or ansible.legacy names: the
+//     playbook said the input is invalid), a task refused by the API server with 400
 //     BadRequest or 422 Invalid ([Task.HTTPStatus]: the object the spec
 //     describes is invalid), and a playbook ansible-playbook refuses before running
 //     (exit code 4, parse error; 5, bad options) — reason
@@ -352,7 +353,8 @@ func (r *Runner) Vars(obj client.Object) (map[string]any, error) {
 //
 // The message names the failing task, its message, and what the run did
 // before it ([Result.Summary]); the error wraps obj's namespace/name.
-// A cancelled ctx returns ctx's error, wrapped, and writes no condition.
+// A cancelled ctx returns ctx's error, wrapped, and sets no condition (a
+// Running=True already written stays until the next run).
 func (r *Runner) Reconcile(ctx context.Context, obj client.Object) (*Result, error) {
 	st, err := conditions.StatusOf(obj)
 	if err != nil {
@@ -692,7 +694,7 @@ func (r *Runner) classify(res *Result, key string) error {
 }
 
 func isTerminalAction(a string) bool {
-	for _, t := range TerminalActions {
+	for _, t := range terminalActions {
 		if a == t {
 			return true
 		}
