@@ -19,6 +19,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -167,8 +168,14 @@ func TestSiteLifecycle(t *testing.T) {
 	}
 
 	// A spec change runs the playbook again.
-	s.Spec.Replicas, s.Spec.HTTPPort = 3, 9090
-	if err := env.Client.Update(ctx, s); err != nil {
+	// A second run may be writing status meanwhile: retry on conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			return err
+		}
+		s.Spec.Replicas, s.Spec.HTTPPort = 3, 9090
+		return env.Client.Update(ctx, s)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
