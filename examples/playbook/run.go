@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,11 +147,14 @@ func run(ctx context.Context, o options) error {
 	}
 
 	hello := &webv1.Site{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "hello"}, hello); err != nil {
-		return err
-	}
-	hello.Spec.Replicas = 3
-	if err := c.Update(ctx, hello); err != nil {
+	// A run may be writing hello's status meanwhile: retry on conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "hello"}, hello); err != nil {
+			return err
+		}
+		hello.Spec.Replicas = 3
+		return c.Update(ctx, hello)
+	}); err != nil {
 		return err
 	}
 	say("changed Site hello: replicas 2 → 3; the playbook runs again")
