@@ -19,7 +19,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 CODE_MODULES := . observability/otlp bench
 MODULES := $(CODE_MODULES) tools
 
-.PHONY: all test generate verify-generated promtool assets vulncheck fmt-check tidy-check vet lint demo clean help
+.PHONY: all test generate verify-generated promtool ansible assets vulncheck fmt-check tidy-check vet lint demo clean help
 
 all: test
 
@@ -29,7 +29,7 @@ help: ## list targets
 assets: ## build (or find) the control-plane binaries; prints their directory
 	@$(ASSETS_CMD)
 
-test: fmt-check tidy-check verify-generated vet lint promtool ## everything CI runs: format, go.mod tidiness, vet, lint, then all tests of every module with -race on a real control plane
+test: fmt-check tidy-check verify-generated vet lint promtool ansible ## everything CI runs: format, go.mod tidiness, vet, lint, then all tests of every module with -race on a real control plane
 	@dir=$$($(ASSETS_CMD)); echo "control-plane binaries: $$dir"; \
 	for m in $(CODE_MODULES); do \
 		echo "go test $$m"; (cd $$m && KUBEBUILDER_ASSETS="$$dir" $(GO) test $(TEST_FLAGS) ./...); \
@@ -65,6 +65,9 @@ clean: ## remove local tool binaries (not the control-plane cache)
 promtool: ## make sure promtool is installed (Debian's prometheus package); the observability tests run it
 	@hack/ensure-promtool.sh >/dev/null
 
+ansible: ## make sure ansible-playbook (Debian's ansible, with kubernetes.core) and python3-kubernetes are installed; the ansible package's and examples/playbook's tests run playbooks
+	@hack/ensure-ansible.sh >/dev/null
+
 $(CONTROLLER_GEN): tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && $(GO) build -o $(CURDIR)/$(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -79,6 +82,8 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/database/controller/... output:rbac:artifacts:config=examples/database/config/rbac
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/tenant/api/... output:crd:artifacts:config=examples/tenant/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/tenant/controller/... output:rbac:artifacts:config=examples/tenant/config/rbac
+	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/playbook/api/... output:crd:artifacts:config=examples/playbook/config/crd
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/playbook/controller/... output:rbac:artifacts:config=examples/playbook/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
 
 verify-generated: generate ## fail when generated files are not up to date

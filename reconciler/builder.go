@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit/opkit/ansible"
 	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/external"
 	"github.com/opkit/opkit/finalizer"
@@ -67,6 +68,7 @@ type Builder[T client.Object] struct {
 	shardWired bool
 	extConn    external.Connector[T]
 	extOpts    []external.Option
+	playbook   *ansible.Runner
 	errs       []error
 
 	ensurer    *ensure.Ensurer
@@ -249,6 +251,33 @@ func (b *Builder[T]) External(connector external.Connector[T], opts ...external.
 	b.extConn, b.extOpts = connector, opts
 	if !slices.ContainsFunc(b.owns, func(o *owned) bool { _, ok := o.obj.(*corev1.Secret); return ok }) {
 		b.Owns(&corev1.Secret{})
+	}
+	return b
+}
+
+// Playbook delegates the reconcile of T to an Ansible playbook, as
+// operator-sdk's Ansible operator does (package ansible):
+//
+//   - Sync: runner's playbook (or role) runs for every reconcile of a live
+//     T, before the [Builder.Children] if any (a failed run ensures no
+//     child and prunes nothing). Running=True is written to T's status
+//     before the run; after it Running, Successful and Failed say how it
+//     ended (Failed names the failing task), and the run's error is
+//     classified by ansible.Runner.Reconcile's rule: a user error (fail or
+//     assert task, 400/422 from the API server, an unparsable playbook) is
+//     Stalled, anything else backs off.
+//   - Deletion: when the runner's watch has a finalizer, its name is the
+//     finalizer (unless [Builder.Finalizer] names one) and its playbook runs
+//     as a cleanup step (named [PlaybookStep], after the Finalizer steps);
+//     the finalizer is removed only after a run succeeds.
+//   - With [Builder.Observability], each failed task is a Warning event
+//     through the controller's deduplicating recorder.
+//
+// Playbook does not combine with Phases, Workflow or External.
+func (b *Builder[T]) Playbook(runner *ansible.Runner) *Builder[T] {
+	b.playbook = runner
+	if runner == nil {
+		b.errs = append(b.errs, fmt.Errorf("reconciler %s: Playbook needs a runner", b.name))
 	}
 	return b
 }
@@ -549,6 +578,19 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 			b.finName = external.FinalizerName
 		}
 	}
+	if b.playbook != nil {
+		if b.machine != nil || b.workflow != nil || b.extConn != nil {
+			return nil, fmt.Errorf("reconciler %s: Playbook does not combine with Phases, Workflow or External", b.name)
+		}
+		opts := []ansible.Option{ansible.WithClient(c)}
+		if r.recorder != nil {
+			opts = append(opts, ansible.WithEventRecorder(r.recorder))
+		}
+		r.playbook = b.playbook.With(opts...)
+		if b.finName == "" {
+			b.finName = r.playbook.FinalizerName()
+		}
+	}
 	if b.finName != "" {
 		opts := []finalizer.Option{finalizer.WithAPIReader(b.apiReader)}
 		if r.recorder != nil {
@@ -565,6 +607,9 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		opts = append(opts, b.finOpts...)
 		if r.external != nil {
 			opts = append(opts, finalizer.WithStep(ExternalStep, r.externalStep))
+		}
+		if r.playbook != nil && r.playbook.FinalizerName() != "" {
+			opts = append(opts, finalizer.WithStep(PlaybookStep, r.playbookStep))
 		}
 		if b.workflow != nil {
 			// Last: the caller's steps may still need the children.

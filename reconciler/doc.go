@@ -61,6 +61,11 @@
 //     updated, drift-polled and deleted (verified gone before the finalizer
 //     goes) through a client of its API, with its connection details in a
 //     Secret child; observe-only and paused apply to it like to children.
+//   - [Builder.Playbook] delegates the reconcile to an Ansible playbook
+//     (package ansible): run on every reconcile of a live T with Running,
+//     Successful and Failed in T's status, a finalizer playbook on delete
+//     (the finalizer goes only after it succeeds), a failed run Stalled when
+//     it is a user error and backed off otherwise.
 //   - [Builder.References] reconciles exactly the Ts that reference a
 //     changed object, found through a cache index on T, never a List scan.
 //   - Operational controls: [AnnotationPaused] (nothing written but
@@ -87,7 +92,8 @@
 //
 // Layering: outcome and conditions are the base every pattern package may
 // import; finalizer, ensure, phase, sharding, observability, webhook,
-// workflow and external do not import each other; this package composes them.
+// workflow, external and ansible do not import each other; this package
+// composes them.
 //
 // Each step can be replaced ([Builder.WithSteps]: Get, Sync, WriteStatus) and
 // each package can be used without this one; a custom Sync or phase

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit/opkit/ansible"
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/external"
@@ -96,6 +97,7 @@ type Reconciler[T client.Object] struct {
 	reader       client.Reader // the cache, or client without one
 	indexedKinds map[schema.GroupVersionKind]bool
 	newObject    func() T
+	playbook     *ansible.Runner
 	finalizer    *finalizer.Finalizer[T]
 	machine      *phase.Machine[T]
 	ensurer      *ensure.Ensurer
@@ -315,6 +317,11 @@ func (r *Reconciler[T]) stepMachine(ctx context.Context, req reconcile.Request, 
 func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, error) {
 	var extra []client.Object
 	var wait error // the external resource's outcome.RequeueAfter
+	if r.playbook != nil {
+		if _, err := r.playbook.Reconcile(ctx, obj); err != nil {
+			return nil, err // children wait: nothing is pruned on a failed run
+		}
+	}
 	if r.external != nil {
 		res, err := r.external.Sync(ctx, obj)
 		if c := outcome.Classify(err); c.Class != outcome.ClassSuccess {
@@ -340,6 +347,19 @@ func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, erro
 		return cs, err
 	}
 	return cs, wait
+}
+
+// PlaybookStep is the name of the finalizer step that runs the finalizer
+// playbook of a [Builder.Playbook] runner.
+const PlaybookStep = "playbook"
+
+// playbookStep runs the finalizer playbook; the finalizer stays until a run
+// succeeds.
+func (r *Reconciler[T]) playbookStep(ctx context.Context, obj T) (finalizer.StepResult, error) {
+	if _, err := r.playbook.Finalize(ctx, obj); err != nil {
+		return finalizer.StepResult{}, err
+	}
+	return finalizer.Done(), nil
 }
 
 // ExternalStep is the name of the finalizer step that deletes the external
