@@ -108,6 +108,8 @@ type opConfig struct {
 	registry *registry.Registry
 	monitor  *chaos.ReconcileMonitor
 	leaderID string // leader election on (without release on cancel) when set
+	// concurrency is the controller's MaxConcurrentReconciles; 0: the webapp default.
+	concurrency int
 }
 
 func startOperator(t *testing.T, ns string, oc opConfig) *operator {
@@ -142,7 +144,7 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.Setup(mgr, controller.Options{Registry: oc.registry, Observability: obs}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: oc.registry, Observability: obs, Concurrency: oc.concurrency}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
