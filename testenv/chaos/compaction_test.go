@@ -282,7 +282,6 @@ func expiredFor(rc *chaos.ResponseCounter) string {
 		rc.ExpiredFor("webapps.apps.example.com"), rc.ExpiredFor("configmaps"), rc.ExpiredFor("deployments.apps"), rc.ExpiredFor("services"))
 }
 
-
 // Refuse closes the proxy's port (ECONNREFUSED, as for a server that is
 // down) and Restore opens the same port again.
 func TestProxyRefuseRestore(t *testing.T) {
