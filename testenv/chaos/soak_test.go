@@ -33,9 +33,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/testenv"
@@ -51,14 +54,16 @@ type soakProfile struct {
 	quiet     time.Duration // steady-state window for the hot-loop check
 	maxQuiet  int           // reconciles per object allowed in it
 	rounds    int
-	all       bool // every fault; otherwise the ones the rest of the suite does not cover
+	all       bool          // every fault; otherwise the ones the rest of the suite does not cover
+	budget    time.Duration // no fault starts after this much of the test (0: no limit)
 }
 
 func currentSoakProfile(t *testing.T) soakProfile {
 	p := soakProfile{objects: 100, opsPerSec: 10, fault: 5 * time.Second, clientTO: 3 * time.Second,
 		converge: 3 * time.Minute, quiet: 2 * time.Second, maxQuiet: 3, rounds: 1}
 	if *soakFlag || os.Getenv("OPKIT_CHAOS_SOAK") == "1" {
-		p.objects, p.opsPerSec, p.fault, p.converge, p.quiet, p.all = 2000, 20, 10*time.Second, 6*time.Minute, 5*time.Second, true
+		p.objects, p.opsPerSec, p.fault, p.converge, p.quiet, p.all = 2000, 20, 10*time.Second, 4*time.Minute, 5*time.Second, true
+		p.budget = 8 * time.Minute
 	}
 	if s := os.Getenv("OPKIT_CHAOS_SOAK_OBJECTS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -73,6 +78,7 @@ func currentSoakProfile(t *testing.T) soakProfile {
 // TestSoakAtScale holds many WebApps through every fault in turn.
 func TestSoakAtScale(t *testing.T) {
 	p := currentSoakProfile(t)
+	testStart := time.Now()
 	leaks := leakOptions()
 	started := startCompactingEnv(t, testenv.WithControllerManagerArgs("kube-api-qps", "200"), testenv.WithControllerManagerArgs("kube-api-burst", "400"))
 	t.Logf("%d WebApps; control plane up in %.1fs", p.objects, started.Seconds())
@@ -130,6 +136,7 @@ func TestSoakAtScale(t *testing.T) {
 		inject func() string // the fault is over when it returns
 		report func() string // after recovery, when set: what was injected
 		always bool          // in the bounded form too
+		noLoad bool          // the fault brings its own load
 	}
 	var expired0 int
 	faults := []fault{
@@ -207,7 +214,7 @@ func TestSoakAtScale(t *testing.T) {
 				t.Errorf("APF throttling: the operator received no 429 (server rejected %v)", rejected)
 			}
 			return fmt.Sprintf("%d×429 (server %.0f)", got, total(rejected))
-		}, always: true},
+		}, always: true, noLoad: true},
 	}
 
 	var rows []row
@@ -216,12 +223,21 @@ func TestSoakAtScale(t *testing.T) {
 			if !p.all && !f.always {
 				continue
 			}
+			if p.budget > 0 && time.Since(testStart) > p.budget {
+				t.Logf("SKIPPED (time budget %s spent): %s", p.budget, f.name)
+				continue
+			}
 			mk := mon.Mark()
 			ops0 := ld.ok.Load() + ld.fail.Load()
 			lctx, stopLoad := context.WithCancel(ctx)
 			loadDone := make(chan struct{})
 			t0 := time.Now()
-			go func() { defer close(loadDone); ld.run(lctx, profile{opsPerSec: p.opsPerSec, objects: p.objects}) }()
+			go func() {
+				defer close(loadDone)
+				if !f.noLoad {
+					ld.run(lctx, profile{opsPerSec: p.opsPerSec, objects: p.objects})
+				}
+			}()
 			time.Sleep(time.Second)
 			injected := f.inject()
 			stopLoad()
@@ -278,20 +294,46 @@ func TestSoakAtScale(t *testing.T) {
 	goleak.VerifyNone(t, leaks...)
 }
 
-// burst updates n live WebApps at once (16 writers).
+// burst updates n distinct live WebApps at once (16 writers; one writer per
+// WebApp, so that the load knows which value each must end with).
 func burst(ctx context.Context, t *testing.T, ld *load, n int) {
 	t.Helper()
+	ld.mu.Lock()
+	names := head(ld.live(), n)
+	ld.mu.Unlock()
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < n; i += 16 {
-				ld.step(ctx, 0) // with a target of 0: updates and deletes, some creates
+			for i := w; i < len(names); i += 16 {
+				ld.update(ctx, names[i], strconv.Itoa(1_000_000+i))
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// update sets spec.config["v"] of one WebApp and records it as load.step does.
+func (l *load) update(ctx context.Context, name, value string) {
+	opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	patch := fmt.Appendf(nil, `{"spec":{"config":{"v":%q}}}`, value)
+	err := env.Client.Patch(opCtx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}}, client.RawPatch(types.MergePatchType, patch))
+	if err == nil {
+		l.ok.Add(1)
+	} else {
+		l.fail.Add(1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.apps[name]
+	switch {
+	case err == nil:
+		st.values = []string{value}
+	case !definite(err):
+		st.values = append(st.values, value)
+	}
 }
 
 // waitConvergedEvery is load.waitConverged polling every interval: at
