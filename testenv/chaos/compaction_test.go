@@ -156,7 +156,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 		// The verdict reads the server; the operator's informers may still
 		// be backing off before they resume (and relist). Check the steady
 		// state once they hold what the server holds.
-		caughtUp := waitCachesCaughtUp(t, op, ns, p.converge)
+		caughtUp := waitCachesCaughtUp(t, op, ns, p.converge, 100*time.Millisecond)
 		t.Logf("round %d: converged %.1fs after the outage ended; the operator's caches caught up %.1fs after that", round+1, recovery.Seconds(), caughtUp.Seconds())
 		quiet := mon.Mark()
 		time.Sleep(p.quietWindow)
@@ -219,13 +219,27 @@ func stopEnvNow(t *testing.T) {
 	}
 }
 
-// waitCachesCaughtUp polls until the operator's cache holds, for every kind
-// it watches, exactly the objects (and resourceVersions) the server holds in
-// ns, and returns how long that took.
-func waitCachesCaughtUp(t *testing.T, op *operator, ns string, bound time.Duration) time.Duration {
+// waitCachesCaughtUp polls (every interval) until the operator's cache
+// holds, for every kind it watches, exactly the objects (and
+// resourceVersions) the server holds in ns, and returns how long that took.
+func waitCachesCaughtUp(t *testing.T, op *operator, ns string, bound, interval time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, bound, "the operator's caches hold what the server holds", func() (bool, error) {
+	var lastErr error
+	for time.Since(start) < bound {
+		ok, err := cachesCaughtUp(t, op, ns)
+		if ok {
+			return time.Since(start)
+		}
+		lastErr = err
+		time.Sleep(interval)
+	}
+	t.Errorf("the operator's caches did not catch up with the server in %s: %v", bound, lastErr)
+	return time.Since(start)
+}
+
+func cachesCaughtUp(t *testing.T, op *operator, ns string) (bool, error) {
+	{
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, newList := range []func() client.ObjectList{
@@ -246,8 +260,7 @@ func waitCachesCaughtUp(t *testing.T, op *operator, ns string, bound time.Durati
 			}
 		}
 		return true, nil
-	})
-	return time.Since(start)
+	}
 }
 
 func versions(t *testing.T, list client.ObjectList) map[string]string {

@@ -56,14 +56,15 @@ type soakProfile struct {
 	rounds    int
 	all       bool          // every fault; otherwise the ones the rest of the suite does not cover
 	budget    time.Duration // no fault starts after this much of the test (0: no limit)
+	poll      time.Duration // interval of the convergence checks (each lists every object)
 }
 
 func currentSoakProfile(t *testing.T) soakProfile {
 	p := soakProfile{objects: 100, opsPerSec: 10, fault: 5 * time.Second, clientTO: 3 * time.Second,
-		converge: 3 * time.Minute, quiet: 2 * time.Second, maxQuiet: 3, rounds: 1}
+		converge: 3 * time.Minute, quiet: 2 * time.Second, maxQuiet: 3, rounds: 1, poll: time.Second}
 	if *soakFlag || os.Getenv("OPKIT_CHAOS_SOAK") == "1" {
 		p.objects, p.opsPerSec, p.fault, p.converge, p.quiet, p.all = 2000, 20, 10*time.Second, 4*time.Minute, 5*time.Second, true
-		p.budget = 8 * time.Minute
+		p.budget, p.poll = 8*time.Minute, 5*time.Second
 	}
 	if s := os.Getenv("OPKIT_CHAOS_SOAK_OBJECTS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -124,7 +125,7 @@ func TestSoakAtScale(t *testing.T) {
 	}
 	wg.Wait()
 	created := time.Since(t0)
-	fill, v := waitConvergedEvery(t, ld, reg, p.converge, time.Second)
+	fill, v := waitConvergedEvery(t, ld, reg, p.converge, p.poll)
 	if !v.converged() {
 		t.FailNow()
 	}
@@ -244,8 +245,8 @@ func TestSoakAtScale(t *testing.T) {
 			<-loadDone
 			loadTime := time.Since(t0)
 			ops := ld.ok.Load() + ld.fail.Load() - ops0
-			recovery, v := waitConvergedEvery(t, ld, reg, p.converge, time.Second)
-			caughtUp := waitCachesCaughtUp(t, op, ns, p.converge)
+			recovery, v := waitConvergedEvery(t, ld, reg, p.converge, p.poll)
+			caughtUp := waitCachesCaughtUp(t, op, ns, p.converge, p.poll)
 			if f.report != nil {
 				injected = f.report()
 			}
