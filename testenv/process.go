@@ -176,6 +176,7 @@ func (e *Env) startControllerManager() error {
 		"--use-service-account-credentials=false",
 		"--concurrent-gc-syncs=5",
 	)
+	args = append(args, e.opts.kcmArgs...)
 	return e.startProcess("kube-controller-manager", "kube-controller-manager", args, healthz(port))
 }
 

@@ -68,6 +68,7 @@ type options struct {
 	workloads      bool
 	featureGates   []string
 	apiServerArgs  map[string][]string
+	kcmArgs        []string
 	output         io.Writer
 	startTimeout   time.Duration
 	webhooks       *envtest.WebhookInstallOptions
@@ -117,6 +118,21 @@ func WithAPIServerArgs(flag string, values ...string) Option {
 			o.apiServerArgs = map[string][]string{}
 		}
 		o.apiServerArgs[flag] = append(o.apiServerArgs[flag], values...)
+	}
+}
+
+// WithControllerManagerArgs appends "--flag=value" to kube-controller-manager's
+// command line for each value (flag without "--"), after testenv's own
+// flags, so a flag given here overrides testenv's. It matters only when
+// kube-controller-manager runs ([WithGarbageCollector], [WithWorkloads]).
+// E.g. WithControllerManagerArgs("kube-api-qps", "200") lifts its client
+// rate limit (20 requests/s per controller) for tests with thousands of
+// Deployments.
+func WithControllerManagerArgs(flag string, values ...string) Option {
+	return func(o *options) {
+		for _, v := range values {
+			o.kcmArgs = append(o.kcmArgs, "--"+flag+"="+v)
+		}
 	}
 }
 

@@ -23,6 +23,13 @@
 // (SIGSTOP/SIGCONT of kube-apiserver, etcd or another component) and
 // RestartAPIServer (same port, same certificates, same etcd data).
 //
+// [CountResponses] counts what the API server answered: HTTP status codes
+// (429 from API Priority and Fairness) and the 410 Gone ERROR events inside
+// watch streams that make informers relist (expired resourceVersions).
+// [Proxy.Refuse] takes the server away as a crashed one goes (connections
+// refused), which is what makes client-go resume watches from old
+// resourceVersions.
+//
 // Invariants: [ReconcileMonitor] counts reconciles per object (no hot loop),
 // detects an object reconciled twice at once (also across a leader and its
 // standby) and records panics, whether controller-runtime recovered them or

@@ -19,6 +19,7 @@ const (
 	modeUp proxyMode = iota
 	modeReset
 	modeBlackhole
+	modeRefuse
 )
 
 // Proxy is a TCP (layer 4) proxy on 127.0.0.1 in front of one loopback
@@ -28,13 +29,14 @@ const (
 // clients that dial the proxy from the server; [Proxy.Restore] heals the
 // partition. It is safe for concurrent use.
 type Proxy struct {
-	ln     net.Listener
+	addr   string // 127.0.0.1:port, kept across Refuse and Restore
 	target string
 	done   chan struct{}
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
 	mode     proxyMode
+	ln       net.Listener          // nil while refusing
 	conns    map[net.Conn]struct{} // both ends of every forwarded connection
 	held     map[net.Conn]struct{} // blackholed client connections
 	closed   bool
@@ -54,9 +56,9 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: proxy: %w", err)
 	}
-	p := &Proxy{ln: ln, target: target, done: make(chan struct{}), conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, addr: ln.Addr().String(), target: target, done: make(chan struct{}), conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
-	go p.serve()
+	go p.serve(ln)
 	return p, nil
 }
 
@@ -105,7 +107,7 @@ func checkLoopback(hostport string) error {
 }
 
 // Addr is the proxy's "127.0.0.1:port".
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Cut partitions the network: every open connection through the proxy is
 // closed at once (clients see a reset or EOF mid-request, watches end), and
@@ -120,8 +122,32 @@ func (p *Proxy) Cut() { p.partition(modeReset) }
 // the held connections so their clients retry.
 func (p *Proxy) Blackhole() { p.partition(modeBlackhole) }
 
+// Refuse partitions the network as a server that is down does: open
+// connections are closed as by [Proxy.Cut], and the proxy stops listening,
+// so new connections are refused (ECONNREFUSED) until [Proxy.Restore]
+// listens on the same address again. Clients tell the two apart: client-go's
+// reflector resumes a watch from its last resourceVersion after a refused
+// connection (backing off), but lists everything again after any other
+// failure to open the watch — so only Refuse makes informers resume watches
+// from a resourceVersion that may have expired meanwhile.
+func (p *Proxy) Refuse() {
+	p.partition(modeRefuse)
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	p.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+}
+
 func (p *Proxy) partition(m proxyMode) {
 	p.mu.Lock()
+	if p.mode == modeRefuse && m != modeRefuse {
+		p.mu.Unlock()
+		p.relisten()
+		p.mu.Lock()
+	}
 	p.mode = m
 	conns := p.conns
 	p.conns = map[net.Conn]struct{}{}
@@ -133,8 +159,11 @@ func (p *Proxy) partition(m proxyMode) {
 }
 
 // Restore heals a partition: new connections are forwarded again, and
-// blackholed ones are closed.
+// blackholed ones are closed. After [Proxy.Refuse] it listens on the same
+// address again, retrying for as long as the port is taken (only another
+// process binding it meanwhile can take it) until [Proxy.Close].
 func (p *Proxy) Restore() {
+	p.relisten()
 	p.mu.Lock()
 	p.mode = modeUp
 	held := p.held
@@ -142,6 +171,33 @@ func (p *Proxy) Restore() {
 	p.mu.Unlock()
 	for c := range held {
 		_ = c.Close()
+	}
+}
+
+// relisten listens on p.addr again when the proxy is refusing; it retries
+// every 50ms while the port is taken, until Close.
+func (p *Proxy) relisten() {
+	for {
+		p.mu.Lock()
+		if p.ln != nil || p.closed || p.mode != modeRefuse {
+			p.mu.Unlock()
+			return
+		}
+		var lc net.ListenConfig
+		ln, err := lc.Listen(context.Background(), "tcp", p.addr)
+		if err == nil {
+			p.ln = ln
+			p.wg.Add(1)
+			go p.serve(ln)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -171,8 +227,13 @@ func (p *Proxy) Close() error {
 		all = append(all, c)
 	}
 	p.conns, p.held = map[net.Conn]struct{}{}, map[net.Conn]struct{}{}
+	ln := p.ln
+	p.ln = nil
 	p.mu.Unlock()
-	err := p.ln.Close()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
 	for _, c := range all {
 		_ = c.Close()
 	}
@@ -180,15 +241,18 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-func (p *Proxy) serve() {
+func (p *Proxy) serve(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-p.done:
 				return
 			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return // Refuse closed it
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -213,7 +277,7 @@ func (p *Proxy) serve() {
 		switch {
 		case closed:
 			_ = c.Close()
-		case mode == modeReset:
+		case mode == modeReset || mode == modeRefuse:
 			reset(c)
 		case mode == modeBlackhole:
 			p.wg.Add(1)

@@ -108,6 +108,8 @@ type opConfig struct {
 	registry *registry.Registry
 	monitor  *chaos.ReconcileMonitor
 	leaderID string // leader election on (without release on cancel) when set
+	// concurrency is the controller's MaxConcurrentReconciles; 0: the webapp default.
+	concurrency int
 }
 
 func startOperator(t *testing.T, ns string, oc opConfig) *operator {
@@ -142,7 +144,7 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.Setup(mgr, controller.Options{Registry: oc.registry, Observability: obs}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: oc.registry, Observability: obs, Concurrency: oc.concurrency}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -180,8 +182,10 @@ type load struct {
 	mu   sync.Mutex
 	apps map[string]*appState
 	seq  int
-	ok   atomic.Int64
-	fail atomic.Int64
+	// replicas is spec.replicas of the WebApps it creates; nil: 1.
+	replicas *int32
+	ok       atomic.Int64
+	fail     atomic.Int64
 }
 
 func newLoad(ns string, seed uint64) *load {
@@ -236,7 +240,11 @@ func (l *load) step(ctx context.Context, target int) {
 	var err error
 	switch kind {
 	case "create":
-		err = env.Client.Create(opCtx, newApp(l.ns, name, value))
+		app := newApp(l.ns, name, value)
+		if l.replicas != nil {
+			app.Spec.Replicas = l.replicas
+		}
+		err = env.Client.Create(opCtx, app)
 	case "update":
 		patch := fmt.Appendf(nil, `{"spec":{"config":{"v":%q}}}`, value)
 		err = env.Client.Patch(opCtx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}}, client.RawPatch(types.MergePatchType, patch))
@@ -453,7 +461,11 @@ func (l *load) mirrorsWorld(app *webappv1.WebApp, dep *appsv1.Deployment, routed
 	if avail == nil || avail.Status != depAvailable {
 		return fmt.Sprintf("Available not mirrored (Deployment %s)", depAvailable)
 	}
-	rolledOut := dep.Status.UpdatedReplicas == 1 && dep.Status.ReadyReplicas == 1 && dep.Status.Replicas == 1
+	want := int32(1)
+	if app.Spec.Replicas != nil {
+		want = *app.Spec.Replicas
+	}
+	rolledOut := dep.Status.UpdatedReplicas == want && dep.Status.ReadyReplicas == want && dep.Status.Replicas == want
 	ready := conditions.IsTrue(app, conditions.Ready)
 	if ready != (depAvailable == metav1.ConditionTrue && rolledOut) {
 		return fmt.Sprintf("Ready=%v disagrees with the Deployment (Available %s, rolled out %v)", ready, depAvailable, rolledOut)
