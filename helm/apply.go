@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,7 +50,11 @@ func (r *Releaser[T]) apply(ctx context.Context, obj T, ren *rendered, extraKeep
 			names[name] = 1
 		}
 		byName[name] = o
-		n := workflow.Node{Name: name, Object: o.DeepCopy()}
+		typed, err := r.typed(o, obj.GetNamespace())
+		if err != nil {
+			return nil, describe(o, obj.GetNamespace()), err
+		}
+		n := workflow.Node{Name: name, Object: typed}
 		if gk := o.GroupVersionKind().GroupKind(); gk == gkCRD || gk == gkNamespace {
 			first = append(first, n)
 		} else {
@@ -116,4 +121,37 @@ func nodeName(o *unstructured.Unstructured) string {
 		}
 	}
 	return strings.Trim(string(b), "-._")
+}
+
+// typed returns o as the scheme's Go type for its kind when the client's
+// scheme has one (so it shares the informers of the builder's typed Owns
+// and watches), else o itself. A rendered object that does not fit its type
+// is a terminal render error naming it.
+func (r *Releaser[T]) typed(o *unstructured.Unstructured, defaultNamespace string) (client.Object, error) {
+	obj, err := r.c.Scheme().New(o.GroupVersionKind())
+	if err != nil {
+		return o.DeepCopy(), nil //nolint:nilerr // not in the scheme: unstructured
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return o.DeepCopy(), nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, co, true); err != nil {
+		return nil, outcome.Terminal(ReasonRenderFailed, fmt.Errorf("%s: %w", describe(o, defaultNamespace), err))
+	}
+	co.GetObjectKind().SetGroupVersionKind(o.GroupVersionKind())
+	return co, nil
+}
+
+// empty returns an empty object of gvk: the scheme's type, or unstructured.
+func (r *Releaser[T]) empty(gvk schema.GroupVersionKind) client.Object {
+	if obj, err := r.c.Scheme().New(gvk); err == nil {
+		if co, ok := obj.(client.Object); ok {
+			co.GetObjectKind().SetGroupVersionKind(gvk)
+			return co
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
 }

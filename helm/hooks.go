@@ -12,9 +12,9 @@ import (
 	"helm.sh/helm/v4/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/outcome"
@@ -40,13 +40,13 @@ func hookObjects(rec *rspb.Release) []client.Object {
 }
 
 // runHooks runs rec's hooks for event, in Helm's order (weight, then name),
-// one at a time: a hook object is created (after deleting one left by
+// one at a time: a hook object is created, controlled by obj (after deleting one left by
 // another revision: before-hook-creation), a Job is waited for until it
 // completes (DependencyNotReady meanwhile), any other kind counts as done
 // once created. Each finished hook is recorded in the release record
 // (LastRun), so a later reconcile does not run it again; a failed Job fails
 // the revision. Delete policies hook-succeeded and hook-failed are honoured.
-func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storage, rec *rspb.Release, event rspb.HookEvent, keep []client.Object) (ensure.ChangeSet, error) {
+func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storage, rec *rspb.Release, event rspb.HookEvent) (ensure.ChangeSet, error) {
 	var hooks []*rspb.Hook
 	for _, h := range rec.Hooks {
 		if slices.Contains(h.Events, event) {
@@ -73,34 +73,46 @@ func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storag
 		if err != nil || len(objs) != 1 {
 			return cs, r.fail(obj, store, rec, ReasonHookFailed, what, outcome.Terminal(ReasonRenderFailed, fmt.Errorf("hook manifest: %v", err)))
 		}
-		desired := objs[0]
-		anns := desired.GetAnnotations()
+		u := objs[0]
+		anns := u.GetAnnotations()
 		if anns == nil {
 			anns = map[string]string{}
 		}
 		anns[AnnotationHookRevision] = rev
-		desired.SetAnnotations(anns)
-		if desired.GetNamespace() == "" {
-			desired.SetNamespace(obj.GetNamespace())
+		u.SetAnnotations(anns)
+		if u.GetNamespace() == "" {
+			u.SetNamespace(obj.GetNamespace())
 		}
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(desired.GroupVersionKind())
+		desired, err := r.typed(u, obj.GetNamespace())
+		if err != nil {
+			return cs, r.fail(obj, store, rec, ReasonHookFailed, what, err)
+		}
+		gk := u.GroupVersionKind().GroupKind()
+		var live client.Object = r.empty(u.GroupVersionKind())
 		err = r.c.Get(ctx, client.ObjectKeyFromObject(desired), live)
 		switch {
 		case apierrors.IsNotFound(err):
-			changes, err := r.ensurer.EnsureKeeping(ctx, obj, keep, desired)
-			cs = append(cs, changes...)
-			if err != nil {
+			// Created once, never patched: a hook is a run, not a declared
+			// state. Controlled by obj, so the garbage collector removes it
+			// with obj and its events reconcile obj.
+			if err := controllerutil.SetControllerReference(obj, desired, r.c.Scheme()); err != nil {
+				return cs, err
+			}
+			if err := r.c.Create(ctx, desired); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return cs, outcome.DependencyNotReady("HookRunning", what+" exists already; waiting for the cache to show it", r.opts.hookRecheck)
+				}
 				if outcome.Classify(err).Class == outcome.ClassTerminal {
 					return cs, r.fail(obj, store, rec, ReasonHookFailed, what, err)
 				}
-				return cs, err
+				return cs, fmt.Errorf("create %s: %w", what, err)
 			}
+			cs = append(cs, ensure.Change{GVK: u.GroupVersionKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Action: ensure.Created})
 			if h.LastRun.StartedAt.IsZero() {
 				h.LastRun = rspb.HookExecution{StartedAt: r.opts.clock.Now(), Phase: rspb.HookPhaseRunning}
 			}
 			live = desired
-			if desired.GroupVersionKind().GroupKind() == gkJob {
+			if gk == gkJob {
 				return cs, outcome.DependencyNotReady("HookRunning", what+" created; waiting for it to complete", r.opts.hookRecheck)
 			}
 		case err != nil:
@@ -115,7 +127,7 @@ func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storag
 				return cs, err
 			}
 			return cs, outcome.DependencyNotReady("HookReplacing", what+": waiting for the previous revision's hook object to be deleted", r.opts.hookRecheck)
-		case live.GroupVersionKind().GroupKind() == gkJob:
+		case gk == gkJob:
 			rd := workflow.JobReady(live)
 			if rd.Failed {
 				h.LastRun.Phase, h.LastRun.CompletedAt = rspb.HookPhaseFailed, r.opts.clock.Now()
@@ -147,10 +159,9 @@ func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storag
 }
 
 // deleteHook deletes a hook object (and a Job's Pods) if it is there.
-func (r *Releaser[T]) deleteHook(ctx context.Context, live *unstructured.Unstructured) error {
+func (r *Releaser[T]) deleteHook(ctx context.Context, live client.Object) error {
 	if live.GetUID() == "" {
-		fresh := &unstructured.Unstructured{}
-		fresh.SetGroupVersionKind(live.GroupVersionKind())
+		fresh := r.empty(live.GetObjectKind().GroupVersionKind())
 		if err := r.c.Get(ctx, client.ObjectKeyFromObject(live), fresh); err != nil {
 			return client.IgnoreNotFound(err)
 		}

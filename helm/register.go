@@ -8,6 +8,8 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
 
+	"github.com/opkit/opkit/conditions"
+	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/outcome"
 	"github.com/opkit/opkit/reconciler"
@@ -29,8 +31,28 @@ const UninstallStep = "helm-uninstall"
 // on the next reconcile.
 func (r *Releaser[T]) Register(b *reconciler.Builder[T], finalizerName string, finOpts ...finalizer.Option) *reconciler.Builder[T] {
 	r.ensurer, r.ensurerErr = b.Ensurer()
-	b.WithSteps(reconciler.Steps[T]{Sync: r.Sync})
+	b.WithSteps(reconciler.Steps[T]{Sync: r.sync, WriteStatus: r.writeStatus})
 	return b.Finalizer(finalizerName, append(finOpts, finalizer.WithStep(UninstallStep, r.Uninstall))...)
+}
+
+// sync is [Releaser.Sync] remembering the object as it was read, for
+// writeStatus.
+func (r *Releaser[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, error) {
+	r.snapshots.Store(obj.GetUID(), obj.DeepCopyObject())
+	return r.Sync(ctx, obj)
+}
+
+// writeStatus writes the status with an optimistic lock: the release status
+// must never be merged into a newer one a stale cached copy did not show (a
+// field equal in the stale copy would be left out of the patch).
+func (r *Releaser[T]) writeStatus(ctx context.Context, p *conditions.StatusPatcher[T], obj T) error {
+	snap, ok := r.snapshots.LoadAndDelete(obj.GetUID())
+	if !ok {
+		_, err := p.Patch(ctx, r.c, obj)
+		return err
+	}
+	_, err := conditions.NewStatusPatcher(snap.(T), conditions.WithOptimisticLock()).Patch(ctx, r.c, obj)
+	return err
 }
 
 // Uninstall is the finalizer step of [Releaser.Register]: helm uninstall.
@@ -75,7 +97,11 @@ func (r *Releaser[T]) Uninstall(ctx context.Context, obj T) (finalizer.StepResul
 				continue // a kind no longer served: nothing of it is left
 			}
 			seen[id] = true
-			n := workflow.Node{Name: fmt.Sprintf("%s-%d", nodeName(o), len(nodes)), Object: o}
+			typed, err := r.typed(o, obj.GetNamespace())
+			if err != nil {
+				continue // never applied: not in the scheme's shape
+			}
+			n := workflow.Node{Name: fmt.Sprintf("%s-%d", nodeName(o), len(nodes)), Object: typed}
 			if gk := o.GroupVersionKind().GroupKind(); gk == gkCRD || gk == gkNamespace {
 				first = append(first, n.Name)
 			}

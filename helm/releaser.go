@@ -97,6 +97,8 @@ type Releaser[T Object] struct {
 	ensurer    *ensure.Ensurer
 	ensurerErr error
 
+	snapshots sync.Map // UID -> T as read, between sync and writeStatus
+
 	mu        sync.Mutex
 	rollbacks map[rollbackKey]*rspb.Release // chart and values of rollback targets, read once
 }
@@ -352,7 +354,7 @@ func (r *Releaser[T]) progress(ctx context.Context, obj T, store *storage.Storag
 	}
 	keep := hookObjects(rec)
 	var cs ensure.ChangeSet
-	hcs, err := r.runHooks(ctx, obj, store, rec, pre, keep)
+	hcs, err := r.runHooks(ctx, obj, store, rec, pre)
 	cs = append(cs, hcs...)
 	if err != nil {
 		return cs, err
@@ -365,7 +367,7 @@ func (r *Releaser[T]) progress(ctx context.Context, obj T, store *storage.Storag
 		}
 		return cs, err
 	}
-	hcs, err = r.runHooks(ctx, obj, store, rec, post, keep)
+	hcs, err = r.runHooks(ctx, obj, store, rec, post)
 	cs = append(cs, hcs...)
 	if err != nil {
 		return cs, err
@@ -517,8 +519,7 @@ func owned(owner, obj client.Object) bool {
 // precondition); an object gone, of a kind not served, or not owner's is
 // left alone.
 func (r *Releaser[T]) deleteOwned(ctx context.Context, owner T, o *unstructured.Unstructured) (*ensure.Change, error) {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(o.GroupVersionKind())
+	live := r.empty(o.GroupVersionKind())
 	key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
 	namespaced, err := r.c.IsObjectNamespaced(live)
 	if meta.IsNoMatchError(err) {
