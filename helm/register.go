@@ -136,4 +136,3 @@ func (r *Releaser[T]) Uninstall(ctx context.Context, obj T) (finalizer.StepResul
 	}
 	return finalizer.Done(), nil
 }
-

@@ -14,7 +14,7 @@ type Object interface {
 
 // ReleaseStatus is the part of a custom resource's status that says which
 // Helm release the operator last made of it. Embed it in the status struct
-// (e.g. `Release helm.ReleaseStatus `json:"release,omitempty"``).
+// (e.g. `Release helm.ReleaseStatus `json:"release,omitempty"“).
 // +kubebuilder:object:generate=false
 type ReleaseStatus struct {
 	// Name is the Helm release name (the object's name), as `helm list` shows it.
