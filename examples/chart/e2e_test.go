@@ -99,7 +99,7 @@ func runHelm(t *testing.T, out any, args ...string) {
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = ee.Stderr
 		}
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, b, stderr)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, b)
@@ -288,7 +288,7 @@ func TestChartApp(t *testing.T) {
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	list = nil
-	runHelm(t, &list, "list", "-n", ns, "-a", "-o", "json")
+	runHelm(t, &list, "list", "-n", ns, "--deployed", "--failed", "--pending", "--superseded", "--uninstalled", "-o", "json")
 	if len(list) != 0 {
 		t.Fatalf("helm list after delete: %+v", list)
 	}
