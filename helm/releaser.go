@@ -336,7 +336,13 @@ func (r *Releaser[T]) point(st *ReleaseStatus, obj T, rec *rspb.Release, d strin
 	if rec.Chart != nil && rec.Chart.Metadata != nil {
 		st.Chart, st.ChartVersion, st.AppVersion = rec.Chart.Metadata.Name, rec.Chart.Metadata.Version, rec.Chart.Metadata.AppVersion
 	}
-	r.setReleased(obj, metav1.ConditionUnknown, ReasonPending, fmt.Sprintf("revision %d (%s %s): %s", rec.Version, st.Chart, st.ChartVersion, rec.Info.Description))
+	msg := fmt.Sprintf("revision %d (%s %s): %s", rec.Version, st.Chart, st.ChartVersion, rec.Info.Description)
+	r.setReleased(obj, metav1.ConditionUnknown, ReasonPending, msg)
+	if rec.Info.Status.IsPending() {
+		// Not Ready while the release moves: the previous revision's
+		// Ready=True would otherwise claim the new one.
+		_ = conditions.Set(obj, metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionUnknown, Reason: ReasonPending, Message: conditions.BoundMessage(msg)})
+	}
 }
 
 // progress moves a pending (or failed) revision on: pre-hooks, objects,
