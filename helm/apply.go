@@ -116,7 +116,7 @@ func nodeName(o *unstructured.Unstructured) string {
 	}
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' && c != '_' {
 			b[i] = '-'
 		}
 	}

@@ -71,7 +71,7 @@ func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storag
 		}
 		objs, err := parseObjects(h.Path, h.Manifest)
 		if err != nil || len(objs) != 1 {
-			return cs, r.fail(obj, store, rec, ReasonHookFailed, what, outcome.Terminal(ReasonRenderFailed, fmt.Errorf("hook manifest: %v", err)))
+			return cs, r.fail(obj, store, rec, ReasonHookFailed, what, outcome.Terminal(ReasonRenderFailed, fmt.Errorf("hook manifest: %d objects: %w", len(objs), err)))
 		}
 		u := objs[0]
 		anns := u.GetAnnotations()
@@ -88,7 +88,7 @@ func (r *Releaser[T]) runHooks(ctx context.Context, obj T, store *storage.Storag
 			return cs, r.fail(obj, store, rec, ReasonHookFailed, what, err)
 		}
 		gk := u.GroupVersionKind().GroupKind()
-		var live client.Object = r.empty(u.GroupVersionKind())
+		live := r.empty(u.GroupVersionKind())
 		err = r.c.Get(ctx, client.ObjectKeyFromObject(desired), live)
 		switch {
 		case apierrors.IsNotFound(err):

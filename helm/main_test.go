@@ -12,9 +12,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -58,13 +56,6 @@ func testCharts(t testing.TB) map[string]*chart.Chart {
 		out[name] = ch
 	}
 	return out
-}
-
-// gvk returns an empty unstructured object of a kind, for Owns.
-func gvk(group, version, kind string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
-	return u
 }
 
 // operator is one running chart operator in a test.

@@ -218,14 +218,14 @@ func (r *Releaser[T]) Sync(ctx context.Context, obj T) (ensure.ChangeSet, error)
 	store := r.store(obj.GetNamespace())
 	var rec *rspb.Release
 	if st.Digest != d || st.Revision == 0 || st.Name != obj.GetName() {
-		if rec, err = r.begin(obj, store, in, d); err != nil {
+		if rec, err = r.begin(ctx, obj, store, in, d); err != nil {
 			if c := outcome.Classify(err); c.Class == outcome.ClassTerminal {
 				r.setReleased(obj, metav1.ConditionFalse, c.Reason, c.Message)
 			}
 			return nil, fmt.Errorf("%s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
-	ren, err := render(in.chart, in.config, obj.GetName(), obj.GetNamespace(), st.Revision, st.Revision > 1, r.opts.caps)
+	ren, err := render(ctx, in.chart, in.config, obj.GetName(), obj.GetNamespace(), st.Revision, st.Revision > 1, r.opts.caps)
 	if err != nil {
 		c := outcome.Classify(err)
 		r.setReleased(obj, metav1.ConditionFalse, c.Reason, c.Message)
@@ -273,7 +273,7 @@ func (r *Releaser[T]) Sync(ctx context.Context, obj T) (ensure.ChangeSet, error)
 // begin starts a new revision: it renders it, writes its pending record and
 // points obj's status at it. A pending or failed record of the same digest
 // (a status write lost, an operator restart) is continued instead.
-func (r *Releaser[T]) begin(obj T, store *storage.Storage, in inputs, d string) (*rspb.Release, error) {
+func (r *Releaser[T]) begin(ctx context.Context, obj T, store *storage.Storage, in inputs, d string) (*rspb.Release, error) {
 	st := obj.HelmRelease()
 	hist, err := store.History(obj.GetName())
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
@@ -307,7 +307,7 @@ func (r *Releaser[T]) begin(obj T, store *storage.Storage, in inputs, d string) 
 	if in.rollbackTo > 0 {
 		op, status = "rollback", rcommon.StatusPendingRollback
 	}
-	ren, err := render(in.chart, in.config, obj.GetName(), obj.GetNamespace(), rev, last != nil, r.opts.caps)
+	ren, err := render(ctx, in.chart, in.config, obj.GetName(), obj.GetNamespace(), rev, last != nil, r.opts.caps)
 	if err != nil {
 		return nil, err
 	}

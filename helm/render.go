@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -44,7 +45,7 @@ var supportedHooks = map[rspb.HookEvent]bool{
 // the way helm install and helm upgrade do, without a cluster: the
 // capabilities are caps, lookup returns nothing. Errors are terminal
 // (Stalled): the chart or the values are wrong, and retrying will not help.
-func render(ch *chart.Chart, config map[string]any, name, namespace string, revision int, upgrade bool, caps *common.Capabilities) (*rendered, error) {
+func render(ctx context.Context, ch *chart.Chart, config map[string]any, name, namespace string, revision int, upgrade bool, caps *common.Capabilities) (*rendered, error) {
 	if ch == nil || ch.Metadata == nil {
 		return nil, outcome.Terminal(ReasonRenderFailed, errors.New("no chart"))
 	}
@@ -68,7 +69,7 @@ func render(ch *chart.Chart, config map[string]any, name, namespace string, revi
 		return nil, outcome.Terminal(ReasonInvalidValues, fmt.Errorf("chart %s: %w", ch.Name(), err))
 	}
 	var e engine.Engine
-	files, err := e.Render(ch, vals)
+	files, err := e.RenderWithContext(ctx, ch, vals)
 	if err != nil {
 		return nil, outcome.Terminal(ReasonRenderFailed, fmt.Errorf("chart %s: %w", ch.Name(), err))
 	}

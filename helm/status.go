@@ -88,7 +88,7 @@ const (
 	ReasonChartError = "ChartError"
 )
 
-// AnnotationRollbackTo, set on the object to a revision number ("3"), rolls
+// AnnotationRollbackTo is the annotation that, set to a revision number ("3"), rolls
 // the release back to that revision: a new revision with that revision's
 // chart and values (Helm's rollback; pre-rollback and post-rollback hooks
 // run), held — the object's own chart and values are ignored — as long as the

@@ -27,7 +27,7 @@ const Name = "chartapp"
 // FinalizerName is the finalizer that uninstalls a ChartApp's release.
 const FinalizerName = "examples.opkit.dev/uninstall"
 
-// ReasonUnknownChartVersion: spec.chartVersion names no bundled chart.
+// ReasonUnknownChartVersion is the Stalled reason when spec.chartVersion names no bundled chart.
 const ReasonUnknownChartVersion = "UnknownChartVersion"
 
 // +kubebuilder:rbac:groups=examples.opkit.dev,resources=chartapps,verbs=get;list;watch;update;patch
