@@ -14,9 +14,11 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # (the library; observability/otlp is its own module so that gRPC and the OTLP
 # exporter stay out of the library's consumers' module graphs, and bench is
 # its own module so that the peer libraries it measures, fluxcd/pkg/ssa, do
-# too; it builds against this checkout through a replace). tools/ only pins
-# dev tools: it is tidy-checked, not tested.
-CODE_MODULES := . observability/otlp bench
+# too; it builds against this checkout through a replace). helm (Helm-chart
+# operators) is its own module so that Helm stays out of the library's
+# consumers' module graphs, and examples/chart, its example, is one too.
+# tools/ only pins dev tools: it is tidy-checked, not tested.
+CODE_MODULES := . observability/otlp bench helm examples/chart
 MODULES := $(CODE_MODULES) tools
 
 .PHONY: all test generate verify-generated promtool ansible assets vulncheck fmt-check tidy-check vet lint demo clean help
@@ -39,7 +41,7 @@ fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module (root, observability/otlp, bench, tools)
+tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module (root, observability/otlp, bench, helm, examples/chart, tools)
 	@for m in $(MODULES); do \
 		if ! out=$$(cd $$m && $(GO) mod tidy -diff 2>&1); then \
 			echo "$$m: go.mod/go.sum not tidy; run 'cd $$m && go mod tidy' and commit:"; echo "$$out"; exit 1; \
@@ -85,6 +87,9 @@ generate: $(CONTROLLER_GEN) ## regenerate deepcopy, CRDs and RBAC from kubebuild
 	$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./examples/playbook/api/... output:crd:artifacts:config=examples/playbook/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./examples/playbook/controller/... output:rbac:artifacts:config=examples/playbook/config/rbac
 	$(CONTROLLER_GEN) webhook paths=./examples/webapp/controller/... output:webhook:artifacts:config=examples/webapp/config/webhook
+	cd examples/chart && $(CURDIR)/$(CONTROLLER_GEN) object paths=./api/...
+	cd examples/chart && $(CURDIR)/$(CONTROLLER_GEN) crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=config/crd
+	cd examples/chart && $(CURDIR)/$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controller/... output:rbac:artifacts:config=config/rbac
 
 verify-generated: generate ## fail when generated files are not up to date
 	@git diff --exit-code -- examples || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
