@@ -217,7 +217,13 @@ const runLog = `    - name: log the run
 
 func runStarts(t *testing.T, dir, name string) []float64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, name+".runs"))
+	return runTimes(t, dir, name+".runs")
+}
+
+// runTimes reads the timestamps (seconds) a playbook appended to dir/file.
+func runTimes(t *testing.T, dir, file string) []float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -243,6 +249,8 @@ func TestFailedTaskIsReportedAndBacksOff(t *testing.T) {
       kubernetes.core.k8s:
         state: present
         definition: {apiVersion: v1, kind: ConfigMap, metadata: {name: "{{ ansible_operator_meta.name }}-content", namespace: "{{ ansible_operator_meta.namespace }}"}}
+    - name: log the failure's start
+      ansible.builtin.shell: "date +%s.%N >> {{ dir }}/{{ ansible_operator_meta.name }}.fails"
     - name: read the upstream config
       kubernetes.core.k8s_info: {kind: ConfigMap, namespace: "{{ ansible_operator_meta.namespace }}", name: upstream}
       register: upstream
@@ -279,18 +287,21 @@ func TestFailedTaskIsReportedAndBacksOff(t *testing.T) {
 		}
 		return false, nil
 	})
-	// Backoff, not a hot loop: 4 runs, gaps growing.
-	e2etest.WaitForEvery(t, time.Second, 2*time.Minute, "4 runs", func() (bool, error) { return len(runStarts(t, dir, "broken")) >= 4, nil })
-	starts := runStarts(t, dir, "broken")
-	var gaps []string
-	for i := 1; i < len(starts); i++ {
-		gaps = append(gaps, fmt.Sprintf("%.1fs", starts[i]-starts[i-1]))
+	// Backoff, not a hot loop: 5 runs, the waits between a run's failing
+	// task and the next run's start growing (2s, 4s, 8s, 16s nominally, each
+	// plus the failing task, the process's exit and the next start — about
+	// a second or two; measured from the failing task, not from the run's
+	// start, so the run's own duration, which varies by seconds on a loaded
+	// machine, is not in it).
+	e2etest.WaitForEvery(t, time.Second, 3*time.Minute, "5 runs", func() (bool, error) { return len(runStarts(t, dir, "broken")) >= 5, nil })
+	starts, fails := runStarts(t, dir, "broken"), runTimes(t, dir, "broken.fails")
+	var gaps []float64
+	for i := 0; i+1 < len(starts) && i < len(fails); i++ {
+		gaps = append(gaps, starts[i+1]-fails[i])
 	}
-	t.Logf("run start gaps with a 2s-base exponential backoff: %v", gaps)
-	// Nominally g3 - g1 = 8s - 2s; a run's own duration varies by a few
-	// seconds on a loaded machine.
-	if g1, g3 := starts[1]-starts[0], starts[3]-starts[2]; g3 < g1+3 {
-		t.Errorf("gaps do not grow: %v", gaps)
+	t.Logf("from a failing task to the next run's start with a 2s-base exponential backoff: %.1f s", gaps)
+	if len(gaps) < 4 || gaps[3] < 10 || gaps[3] < gaps[0]+6 {
+		t.Errorf("waits do not grow like a 2s-base backoff (want the 4th ≥ 10s and ≥ the 1st + 6s): %.1f s", gaps)
 	}
 	// The dependency appears: the next retry succeeds.
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upstream"}}); err != nil {
