@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opkit/opkit/conditions"
@@ -18,6 +21,21 @@ import (
 // failing hook Job each stall the object with a message naming the cause,
 // and none of them is retried in a loop.
 func TestBadInputStalls(t *testing.T) {
+	// The releases below that install the test chart create its cluster-scoped
+	// CRD; their namespace's deletion cannot uninstall them once the operator
+	// stopped, so remove the CRD here (registered first, so it runs last) or
+	// TestLifecycle finds it owned by this test's release.
+	t.Cleanup(func() {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName("widgets.charttest.opkit.dev")
+		_ = env.Client.Delete(context.Background(), crd)
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) && env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), crd) == nil {
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	op := startOperator(t, ns)
