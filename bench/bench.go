@@ -90,6 +90,28 @@ type Options struct {
 	// after measuring each contender's live heap, while its manager still
 	// runs: what its cache and indexes hold.
 	HeapProfiles string
+	// Passes are further runs of the same scenarios at other sizes, after the
+	// main one (at Settings.N): each contender of a pass gets one fresh
+	// control plane on which the scenarios run as a lifecycle (chained,
+	// whatever Isolated says), to keep large sizes within an hour. Their
+	// results carry the pass's Size; the report adds a headline table per
+	// size and the scaling curve across all sizes.
+	Passes []Pass
+}
+
+// Pass is one more run of the scenarios with N WebApps.
+type Pass struct {
+	// N is how many WebApps the pass's converge, restart and delete use.
+	N int `json:"n"`
+	// Contenders run in the pass (nil: all of the run's contenders); a
+	// contender the run does not select is skipped.
+	Contenders []string `json:"contenders,omitempty"`
+}
+
+// FullPasses are the passes of a full run after its main N = 1,000 pass:
+// every contender at 5,000 WebApps, then opkit alone at 20,000.
+func FullPasses() []Pass {
+	return []Pass{{N: 5000}, {N: 20000, Contenders: []string{Opkit}}}
 }
 
 // Quick is the preset of a quick run (CI smoke, under 3 minutes).
@@ -106,11 +128,10 @@ func Default() Settings {
 		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration}
 }
 
-// Full is Default with 5,000 WebApps (the sharding scenario keeps 1,000).
+// Full is the preset of a full run's main pass: Default's settings (1,000
+// WebApps); the larger sizes come from [FullPasses].
 func Full() Settings {
-	s := Default()
-	s.N = 5000
-	return s
+	return Default()
 }
 
 // Result is one contender's figures in one scenario.
@@ -119,6 +140,9 @@ type Result struct {
 	Contender string `json:"contender"`
 	// N is how many objects (or spec changes) the measured phase covered.
 	N int `json:"n"`
+	// Size is the WebApp count of the pass that measured this result
+	// (Settings.N for the main pass, a [Pass]'s N otherwise).
+	Size int `json:"size"`
 	// Converged: every expected object reached the expected state in time.
 	Converged   bool   `json:"converged"`
 	Outstanding int    `json:"outstanding,omitempty"`
@@ -202,14 +226,27 @@ type Report struct {
 	Machine  Machine       `json:"machine"`
 	Settings Settings      `json:"settings"`
 	Results  []*Result     `json:"results"`
+	// Sizes are the passes' WebApp counts, the main pass's first.
+	Sizes []int `json:"sizes"`
 	// Sharding is the sharding scenario (opkit only), when it ran.
 	Sharding *ShardingResult `json:"sharding,omitempty"`
 }
 
-// Find returns the result of contender in scenario, or nil.
+// Find returns the result of contender in scenario of the main pass, or nil.
 func (r *Report) Find(scenario, contender string) *Result {
+	return r.FindAt(scenario, contender, r.Settings.N)
+}
+
+// FindAt returns the result of contender in scenario of the pass with size
+// WebApps, or nil. A result without a size (a report written before passes
+// existed) belongs to the main pass.
+func (r *Report) FindAt(scenario, contender string, size int) *Result {
 	for _, res := range r.Results {
-		if res.Scenario == scenario && res.Contender == contender {
+		rs := res.Size
+		if rs == 0 {
+			rs = r.Settings.N
+		}
+		if res.Scenario == scenario && res.Contender == contender && rs == size {
 			return res
 		}
 	}
@@ -239,7 +276,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine()}
+	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine(), Sizes: []int{o.Settings.N}}
+	for _, p := range o.Passes {
+		if p.N <= 0 || slices.Contains(rep.Sizes, p.N) {
+			return nil, fmt.Errorf("bench: pass of %d WebApps: sizes must be positive and distinct (main pass: %d)", p.N, o.Settings.N)
+		}
+		for _, c := range p.Contenders {
+			if !slices.Contains(contenders, c) {
+				return nil, fmt.Errorf("bench: pass of %d WebApps: unknown contender %q", p.N, c)
+			}
+		}
+		rep.Sizes = append(rep.Sizes, p.N)
+	}
 	start := time.Now()
 	sharded := slices.Contains(o.Scenarios, ScenarioSharding) && slices.Contains(o.Contenders, Opkit)
 	o.Scenarios = slices.DeleteFunc(slices.Clone(o.Scenarios), func(sc string) bool { return sc == ScenarioSharding })
@@ -272,13 +320,38 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for i, c := range o.Contenders {
 		order[c] = i
 	}
-	sort.SliceStable(rep.Results, func(i, j int) bool {
-		a, b := rep.Results[i], rep.Results[j]
-		return order[a.Scenario]+order[a.Contender] < order[b.Scenario]+order[b.Contender]
-	})
-	rep.Took = time.Since(start)
-	if err := write(rep, o.Out); err != nil {
+	sizeOrder := func(n int) int { return slices.Index(rep.Sizes, n) * 1000 }
+	// finish sorts the results and writes the report so far: after the main
+	// pass and again after each contender of a further pass, so a long run
+	// stopped half way still leaves what it measured.
+	finish := func() error {
+		sort.SliceStable(rep.Results, func(i, j int) bool {
+			a, b := rep.Results[i], rep.Results[j]
+			return sizeOrder(a.Size)+order[a.Scenario]+order[a.Contender] < sizeOrder(b.Size)+order[b.Scenario]+order[b.Contender]
+		})
+		rep.Took = time.Since(start)
+		return write(rep, o.Out)
+	}
+	if err := finish(); err != nil {
 		return rep, err
+	}
+	for _, p := range o.Passes {
+		if len(o.Scenarios) == 0 {
+			break
+		}
+		po := o
+		po.Settings.N = p.N
+		for _, name := range o.Contenders {
+			if p.Contenders != nil && !slices.Contains(p.Contenders, name) {
+				continue
+			}
+			if err := runOn(ctx, po, rep, name, o.Scenarios); err != nil {
+				return rep, err
+			}
+			if err := finish(); err != nil {
+				return rep, err
+			}
+		}
 	}
 	return rep, nil
 }
@@ -313,7 +386,7 @@ func (r *Result) summary() string {
 // runOn starts a fresh control plane and runs scenarios, in order, for one
 // contender on it.
 func runOn(ctx context.Context, o Options, rep *Report, contender string, scenarios []string) (err error) {
-	logf(o.Log, "== %s: fresh control plane for %s", contender, strings.Join(scenarios, ", "))
+	logf(o.Log, "== %s: fresh control plane for %s (N = %d)", contender, strings.Join(scenarios, ", "), o.Settings.N)
 	cl, err := startCluster(ctx)
 	if err != nil {
 		return err
@@ -336,7 +409,7 @@ func runOn(ctx context.Context, o Options, rep *Report, contender string, scenar
 		if err != nil {
 			return fmt.Errorf("%s/%s: %w", sc, contender, err)
 		}
-		res.Scenario, res.Contender = sc, contender
+		res.Scenario, res.Contender, res.Size = sc, contender, o.Settings.N
 		logf(o.Log, "   %-8s %-8s %s", sc, contender, res.summary())
 		rep.Results = append(rep.Results, res)
 	}

@@ -30,11 +30,12 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	s.ShardObjects, s.ShardLeaseDuration = 12, 2*time.Second
 	out := t.TempDir()
 	var log strings.Builder
-	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log})
+	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log,
+		Passes: []bench.Pass{{N: 15, Contenders: []string{bench.Opkit}}}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if want := 4 * 4; len(rep.Results) != want {
+	if want := 4*4 + 4; len(rep.Results) != want {
 		t.Fatalf("%d results, want %d\n%s", len(rep.Results), want, log.String())
 	}
 	for _, r := range rep.Results {
@@ -67,15 +68,19 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := rep.FindAt(bench.ScenarioRestart, bench.Opkit, 15); r == nil || r.Size != 15 || r.HeapBytes == 0 || rep.FindAt(bench.ScenarioRestart, bench.Baseline, 15) != nil {
+		t.Errorf("the pass of 15 WebApps (opkit only): restart result %+v", r)
+	}
 	if f := rep.Find(bench.ScenarioConverge, bench.Flux); f == nil || f.DryRuns == 0 {
 		t.Errorf("flux converge: no dry-run applies counted: %+v", f)
 	}
-	for _, want := range []string{"## Headline", "| converge | CR/s", "operator CPU ms per converged CR", "| flux |", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg", "## Sharding (opkit only)", "sharding-handover.svg"} {
+	for _, want := range []string{"## Headline", "| converge | CR/s", "operator CPU ms per converged CR", "| flux |", "## Machine and settings", "throughput-converge.svg", "latency-churn.svg", "## Sharding (opkit only)", "sharding-handover.svg",
+		"## Headline at N = 15", "## Scaling", "| opkit | 15 |", "scaling-heap.svg", "restart: heap ≤ 0.6× the baseline's"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, f := range []string{"report.json", "throughput-converge.svg", "latency-converge.svg", "writes-per-object.svg", "sharding-memory.svg", "sharding-handover.svg"} {
+	for _, f := range []string{"report.json", "throughput-converge.svg", "latency-converge.svg", "writes-per-object.svg", "sharding-memory.svg", "sharding-handover.svg", "scaling-heap.svg", "scaling-writes.svg", "scaling-cpu.svg"} {
 		data, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil || len(data) == 0 {
 			t.Errorf("%s: %v (%d bytes)", f, err, len(data))

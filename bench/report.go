@@ -145,11 +145,91 @@ func headline() []metric {
 }
 
 func value(rep *Report, scenario, contender string, get func(*Result) float64) float64 {
-	r := rep.Find(scenario, contender)
+	return valueAt(rep, rep.Settings.N, scenario, contender, get)
+}
+
+// valueAt is get of contender's result in scenario at size, or NaN.
+func valueAt(rep *Report, size int, scenario, contender string, get func(*Result) float64) float64 {
+	r := rep.FindAt(scenario, contender, size)
 	if r == nil {
 		return math.NaN()
 	}
 	return get(r)
+}
+
+// sizes are the report's pass sizes (a report written before passes existed
+// has only its N).
+func sizes(rep *Report) []int {
+	if len(rep.Sizes) == 0 {
+		return []int{rep.Settings.N}
+	}
+	return rep.Sizes
+}
+
+// count formats n with thousands separators (20,000).
+func count(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// headlineTable writes the headline table of the pass of size WebApps.
+func headlineTable(b *strings.Builder, rep *Report, size int) {
+	b.WriteString("| scenario | figure | ceiling | baseline | flux | opkit | opkit / ceiling | opkit / baseline | opkit / flux |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range headline() {
+		at := func(c string) float64 { return valueAt(rep, size, m.scenario, c, m.get) }
+		c, bl, fl, o := at(Ceiling), at(Baseline), at(Flux), at(Opkit)
+		if math.IsNaN(c) && math.IsNaN(bl) && math.IsNaN(fl) && math.IsNaN(o) {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.scenario, m.name, m.format(c), m.format(bl), m.format(fl), m.format(o), ratio(o, c), ratio(o, bl), ratio(o, fl))
+	}
+	b.WriteString("\n")
+}
+
+// goalRows writes the rows of opkit's goals at size: the steady-state and
+// write-count goals as absolute figures, the others as ratios of opkit's
+// figure to the ceiling's or the baseline's in the same run (issue 24's
+// targets).
+func goalRows(b *strings.Builder, rep *Report, size int) {
+	goal := func(name string, v float64, ok bool) {
+		mark := "no"
+		if ok {
+			mark = "yes"
+		}
+		if math.IsNaN(v) {
+			mark = "not measured"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", name, count(size), num(v), mark)
+	}
+	at := func(sc, c string, get func(*Result) float64) float64 { return valueAt(rep, size, sc, c, get) }
+	rel := func(sc, other string, get func(*Result) float64) float64 {
+		return at(sc, Opkit, get) / at(sc, other, get)
+	}
+	restartW := at(ScenarioRestart, Opkit, perReconcile(writes))
+	goal("no-op resync: 0 writes per reconcile", restartW, restartW == 0)
+	restartG := at(ScenarioRestart, Opkit, perReconcile(liveGets))
+	goal("no-op resync: 0 live GETs per reconcile", restartG, restartG == 0)
+	rec := at(ScenarioConverge, Opkit, perObj(reconciles))
+	goal("converge: ≤ 2 reconciles per CR", rec, rec <= 2)
+	del := at(ScenarioDelete, Opkit, perObj(writes))
+	goal("delete: 1 write per CR", del, del <= 1.0001)
+	fails := at(ScenarioConverge, Opkit, failedReqs) + at(ScenarioDelete, Opkit, failedReqs)
+	goal("converge and delete: 0 failed requests", fails, fails == 0)
+	v := rel(ScenarioConverge, Ceiling, throughput)
+	goal("converge: ≥ 0.95× the ceiling's CR/s", v, v >= 0.95)
+	v = rel(ScenarioConverge, Ceiling, durMetric(func(r *Result) time.Duration { return r.P50 }))
+	goal("converge: p50 create → Ready ≤ 1.2× the ceiling's", v, v <= 1.2)
+	v = rel(ScenarioConverge, Ceiling, durMetric(func(r *Result) time.Duration { return r.P99 }))
+	goal("converge: p99 create → Ready ≤ 1.2× the ceiling's", v, v <= 1.2)
+	v = rel(ScenarioRestart, Baseline, mib)
+	goal("restart: heap ≤ 0.6× the baseline's per 1,000 bundles", v, v <= 0.6)
+	v = rel(ScenarioRestart, Ceiling, throughput)
+	goal("restart: ≥ 0.5× the LIST ceiling", v, v >= 0.5)
+	v = rel(ScenarioDelete, Baseline, throughput)
+	goal("delete: ≥ 1.0× the baseline's CR/s", v, v >= 1)
 }
 
 func markdown(rep *Report, charts []string) string {
@@ -168,38 +248,26 @@ func markdown(rep *Report, charts []string) string {
 	b.WriteString("- **opkit** — `examples/webapp` (`controller.Setup`), without observability (the baseline emits no events either).\n\n")
 	b.WriteString("> The machine has few cores, shared with other engineers' builds and tests while this ran: absolute numbers are noisy, ratios within one run are more telling than numbers across runs.\n\n")
 
-	b.WriteString("## Headline\n\n")
-	b.WriteString("| scenario | figure | ceiling | baseline | flux | opkit | opkit / ceiling | opkit / baseline | opkit / flux |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range headline() {
-		c, bl, fl, o := value(rep, m.scenario, Ceiling, m.get), value(rep, m.scenario, Baseline, m.get), value(rep, m.scenario, Flux, m.get), value(rep, m.scenario, Opkit, m.get)
-		if math.IsNaN(c) && math.IsNaN(bl) && math.IsNaN(fl) && math.IsNaN(o) {
-			continue
+	for i, size := range sizes(rep) {
+		if i == 0 {
+			fmt.Fprintf(&b, "## Headline (N = %s)\n\n", count(size))
+		} else {
+			fmt.Fprintf(&b, "## Headline at N = %s\n\n", count(size))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.scenario, m.name, m.format(c), m.format(bl), m.format(fl), m.format(o), ratio(o, c), ratio(o, bl), ratio(o, fl))
+		headlineTable(&b, rep, size)
 	}
-	b.WriteString("\nRatios are opkit's figure divided by the other's: above 1× is better for throughput, worse for counts, latencies and CPU.\n\n")
+	b.WriteString("Ratios are opkit's figure divided by the other's: above 1× is better for throughput, worse for counts, latencies and CPU.\n\n")
 
 	b.WriteString("## opkit's goals\n\n")
-	b.WriteString("| goal | measured | met |\n|---|---:|:---:|\n")
-	goal := func(name string, v float64, ok bool) {
-		mark := "no"
-		if ok {
-			mark = "yes"
-		}
-		if math.IsNaN(v) {
-			mark = "not measured"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, num(v), mark)
+	b.WriteString("| goal | N | measured | met |\n|---|---:|---:|:---:|\n")
+	for _, size := range sizes(rep) {
+		goalRows(&b, rep, size)
 	}
-	restartW := value(rep, ScenarioRestart, Opkit, perReconcile(writes))
-	goal("no-op resync: 0 writes per reconcile", restartW, restartW == 0)
-	restartG := value(rep, ScenarioRestart, Opkit, perReconcile(liveGets))
-	goal("no-op resync: 0 live GETs per reconcile", restartG, restartG == 0)
-	rec := value(rep, ScenarioConverge, Opkit, perObj(reconciles))
-	goal("converge: ≤ 2 reconciles per CR", rec, rec <= 2)
-	del := value(rep, ScenarioDelete, Opkit, perObj(writes))
-	goal("delete: 1 write per CR", del, del <= 1.0001)
 	b.WriteString("\n")
+
+	if len(sizes(rep)) > 1 {
+		scalingMarkdown(&b, rep)
+	}
 
 	if sh := rep.Sharding; sh != nil {
 		shardingMarkdown(&b, sh)
@@ -233,7 +301,7 @@ func markdown(rep *Report, charts []string) string {
 					conv += ": " + r.Error
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %s %s | %s | %s | %s | %s | %d | %s | %s / %s | %s |\n", r.Contender, conv, r.N, r.Seconds,
+			fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %s %s | %s | %s | %s | %s | %d | %s | %s / %s | %s |\n", label(rep, r), conv, r.N, r.Seconds,
 				num(r.Throughput), r.Unit, ms(r.P50), ms(r.P99), ms(r.Max), num(r.Reconciles), r.Writes, failures(r), num(r.CPU()), num(r.ProcessCPUSeconds), setupText(r))
 		}
 		b.WriteString("\nRequests by verb and resource (the contender's own client, `testenv.CountRequests`):\n\n")
@@ -245,7 +313,7 @@ func markdown(rep *Report, charts []string) string {
 		}
 		b.WriteString("| request |")
 		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", r.Contender)
+			fmt.Fprintf(&b, " %s |", label(rep, r))
 		}
 		b.WriteString("\n|---|")
 		for range rs {
@@ -270,6 +338,9 @@ func markdown(rep *Report, charts []string) string {
 	fmt.Fprintf(&b, "- client QPS / Burst of every contender: %.0f / %d (high on purpose: the API server, not the client limiter, should bind)\n", s.QPS, s.Burst)
 	fmt.Fprintf(&b, "- load generator: %d concurrent requests, its own unthrottled client (not counted)\n", s.LoadWorkers)
 	fmt.Fprintf(&b, "- N (converge, restart, delete): %d; churn: %d WebApps, %.0f changes/s for %s\n", s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration)
+	if len(sizes(rep)) > 1 {
+		fmt.Fprintf(&b, "- further passes (chained, same settings otherwise), N: %v\n", sizes(rep)[1:])
+	}
 	fmt.Fprintf(&b, "- counts are read after %s without requests or reconciles\n", s.Quiet)
 	if rep.Sharding != nil {
 		fmt.Fprintf(&b, "- sharding: %d WebApps, 3 replicas, member Lease duration %s, each replica with the same workers and QPS/Burst\n", s.ShardObjects, s.ShardLeaseDuration)
@@ -279,6 +350,15 @@ func markdown(rep *Report, charts []string) string {
 	b.WriteString("## Method\n\n")
 	b.WriteString(method)
 	return b.String()
+}
+
+// label names r's contender, with its pass's size when that is not the
+// main pass's.
+func label(rep *Report, r *Result) string {
+	if r.Size == 0 || r.Size == rep.Settings.N {
+		return r.Contender
+	}
+	return fmt.Sprintf("%s (N = %s)", r.Contender, count(r.Size))
 }
 
 func failures(r *Result) string {
@@ -375,6 +455,12 @@ func writeCharts(rep *Report, dir string) ([]string, error) {
 	}
 	if err := add("writes-per-object.svg", writesChart(rep)); err != nil {
 		return nil, err
+	}
+	scaling := scalingCharts(rep)
+	for _, f := range scaleFigures() {
+		if err := add(f.file, scaling[f.file]); err != nil {
+			return nil, err
+		}
 	}
 	if sh := rep.Sharding; sh != nil {
 		if err := add("sharding-memory.svg", shardMemoryChart(sh)); err != nil {

@@ -6,7 +6,8 @@
 //
 //	go run ./cmd/opkit-bench --out ../out/bench           # default, 15-30 min on 2 cores
 //	go run ./cmd/opkit-bench --out ../out/bench --quick   # CI smoke, < 3 min
-//	go run ./cmd/opkit-bench --out ../out/bench --full    # 5,000 WebApps
+//	go run ./cmd/opkit-bench --out ../out/bench --full    # 1,000, then 5,000, then 20,000 (opkit) WebApps
+//	go run ./cmd/opkit-bench --passes 5000,20000=opkit+flux   # further sizes after the main N
 //
 // Every scenario of every contender runs on a fresh control plane; with
 // --quick (or --chained) every contender gets one fresh control plane on
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,7 +44,8 @@ func main() {
 func run() error {
 	out := flag.String("out", "out/bench", "output directory")
 	quick := flag.Bool("quick", false, "small N, short churn: a smoke run (< 3 min)")
-	full := flag.Bool("full", false, "N = 5,000 instead of 1,000")
+	full := flag.Bool("full", false, "N = 1,000, then passes at 5,000 (every contender) and 20,000 (opkit), with the scaling curve (1.5-2 h on 2 cores)")
+	passes := flag.String("passes", "", "further sizes after the main N, comma-separated, each N or N=contender+contender (e.g. 5000,20000=opkit); each contender of a pass runs its scenarios chained on one fresh control plane; overrides --full's")
 	isolated := flag.Bool("isolated", false, "a fresh control plane for every scenario, converging its WebApps first (the default, except with --quick)")
 	chained := flag.Bool("chained", false, "one fresh control plane per contender, the scenarios run as a lifecycle on it (the default with --quick; about half the time)")
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
@@ -73,6 +76,16 @@ func run() error {
 	if *workers > 0 {
 		s.Workers = *workers
 	}
+	var ps []bench.Pass
+	if *full {
+		ps = bench.FullPasses()
+	}
+	if *passes != "" {
+		var err error
+		if ps, err = parsePasses(*passes); err != nil {
+			return err
+		}
+	}
 	ctrl.SetLogger(logr.Discard())
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -90,12 +103,30 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	t0 := time.Now()
-	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles})
+	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles, Passes: ps})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s/report.md (%d results, %s)\n", *out, len(rep.Results), time.Since(t0).Round(time.Second))
 	return nil
+}
+
+// parsePasses reads --passes: "5000,20000=opkit+flux".
+func parsePasses(s string) ([]bench.Pass, error) {
+	var ps []bench.Pass
+	for _, item := range strings.Split(s, ",") {
+		n, who, _ := strings.Cut(item, "=")
+		v, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("--passes: %q is not a positive number of WebApps", n)
+		}
+		p := bench.Pass{N: v}
+		if who != "" {
+			p.Contenders = strings.Split(who, "+")
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
 }
 
 func split(s string) []string {
