@@ -144,10 +144,6 @@ func headline() []metric {
 	}
 }
 
-func value(rep *Report, scenario, contender string, get func(*Result) float64) float64 {
-	return valueAt(rep, rep.Settings.N, scenario, contender, get)
-}
-
 // valueAt is get of contender's result in scenario at size, or NaN.
 func valueAt(rep *Report, size int, scenario, contender string, get func(*Result) float64) float64 {
 	r := rep.FindAt(scenario, contender, size)
