@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -121,8 +120,7 @@ func validQueueAttrs(retention, visibility int) error {
 
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request, owner string, call *Call) {
 	var req CreateQueueRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	call.Bucket = req.Name
@@ -169,17 +167,7 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request, owner strin
 }
 
 func (s *Server) lookupQueueLocked(w http.ResponseWriter, r *http.Request, owner string) *queueRecord {
-	name := r.PathValue("name")
-	q, ok := s.queues[name]
-	if !ok {
-		writeError(w, http.StatusNotFound, CodeNoSuchQueue, fmt.Sprintf("queue %q does not exist", name))
-		return nil
-	}
-	if q.Owner != owner {
-		writeError(w, http.StatusForbidden, CodeAccessDenied, fmt.Sprintf("queue %q belongs to another account", name))
-		return nil
-	}
-	return q
+	return lookupOwned(w, r, s.queues, owner, "queue", CodeNoSuchQueue)
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, owner string, _ *Call) {
@@ -192,8 +180,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, owner string, 
 
 func (s *Server) updateQueue(w http.ResponseWriter, r *http.Request, owner string, _ *Call) {
 	var req UpdateQueueRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	var ret, vis int

@@ -481,8 +481,7 @@ func (b *tokenBucket) take(now time.Time, rate, burst float64) time.Duration {
 
 func (s *Server) adminFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+	if !decodeBody(w, r, &f) {
 		return
 	}
 	parse := func(v string) (time.Duration, bool) {
@@ -515,8 +514,7 @@ func (s *Server) adminFaults(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, owner string, call *Call) {
 	var req CreateRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	call.Bucket = req.Name
@@ -606,17 +604,41 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, owner string, _ *C
 // lookupLocked finds the caller's bucket, writing 404 or 403 when it cannot.
 func (s *Server) lookupLocked(w http.ResponseWriter, r *http.Request, owner string) *record {
 	s.sweepLocked(time.Now())
+	return lookupOwned(w, r, s.buckets, owner, "bucket", CodeNoSuchBucket)
+}
+
+// owned is a stored resource that belongs to one account.
+type owned interface{ account() string }
+
+func (r *record) account() string      { return r.Owner }
+func (q *queueRecord) account() string { return q.Owner }
+
+// lookupOwned finds the resource the request's {name} names in m: when it is
+// missing it writes 404 with the code notFound, when another account owns it
+// 403, and returns nil in both cases.
+func lookupOwned[T owned](w http.ResponseWriter, r *http.Request, m map[string]T, owner, kind, notFound string) T {
+	var none T
 	name := r.PathValue("name")
-	rec, ok := s.buckets[name]
+	v, ok := m[name]
 	if !ok {
-		writeError(w, http.StatusNotFound, CodeNoSuchBucket, fmt.Sprintf("bucket %q does not exist", name))
-		return nil
+		writeError(w, http.StatusNotFound, notFound, fmt.Sprintf("%s %q does not exist", kind, name))
+		return none
 	}
-	if rec.Owner != owner {
-		writeError(w, http.StatusForbidden, CodeAccessDenied, fmt.Sprintf("bucket %q belongs to another account", name))
-		return nil
+	if v.account() != owner {
+		writeError(w, http.StatusForbidden, CodeAccessDenied, fmt.Sprintf("%s %q belongs to another account", kind, name))
+		return none
 	}
-	return rec
+	return v
+}
+
+// decodeBody decodes the request's JSON body (at most 64 KiB) into v,
+// writing 400 and returning false when it is malformed.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+		return false
+	}
+	return true
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string, _ *Call) {
@@ -629,8 +651,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string, _ *Ca
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, owner string, _ *Call) {
 	var req UpdateRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, "malformed JSON body")
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	if req.QuotaClass != nil && !validQuotaClass(*req.QuotaClass) {
