@@ -16,8 +16,8 @@ package chaos_test
 // requests a priority level of their own (throttle, as in
 // TestThrottledByPriorityAndFairness).
 //
-// CI runs the bounded form (100 WebApps, one round, the API server restart
-// only: the suite's other tests cover the other faults). The full form (2,000
+// CI runs the bounded form (100 WebApps, one round, API errors and the API
+// server restart: the suite's other tests cover the other faults). The full form (2,000
 // WebApps, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
 // OPKIT_CHAOS_SOAK_OBJECTS sets another size:
 //
@@ -196,7 +196,7 @@ func TestSoakAtScale(t *testing.T) {
 			n := inj.Injected() - before
 			t.Logf("API errors: %d injected in %.1fs; the operator sent meanwhile: %s", n, time.Since(t0).Seconds(), requestsSince(op.requests, req0))
 			return n, fmt.Sprintf("%d API errors in %.0fs", n, time.Since(t0).Seconds())
-		}},
+		}, always: true},
 		{name: "API server restart", inject: func() (int, string) {
 			if err := env.RestartAPIServer(); err != nil {
 				t.Fatal(err)
