@@ -124,6 +124,28 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		// The monitor reads controller-runtime's own per-reconcile log lines:
 		// the operator's code is not touched.
 		Logger: oc.monitor.Logger(logr.Discard()),
+		// rest.Config.Timeout is the http.Client's Timeout, which also ends
+		// every watch after that long: at 3 s, under load, with watches
+		// served from etcd (compacted every second) the informers spent
+		// their time re-opening watches and re-listing and saw no change, so
+		// the operator sent no write for a minute (the soak's API-error
+		// window at 2,000 WebApps: 24 requests, all watches). The
+		// timeout is for the operator's requests; its cache watches
+		// without one, through the same transport (proxy, injector,
+		// counters), as an operator without a client timeout does.
+		NewCache: func(c *rest.Config, o cache.Options) (cache.Cache, error) {
+			if c.Timeout == 0 {
+				return cache.New(c, o)
+			}
+			c = rest.CopyConfig(c)
+			c.Timeout = 0
+			hc, err := rest.HTTPClientFor(c)
+			if err != nil {
+				return nil, err
+			}
+			o.HTTPClient = hc
+			return cache.New(c, o)
+		},
 	}
 	if oc.leaderID != "" {
 		opts.LeaderElection = true
