@@ -238,6 +238,18 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	lctx, stopLoad := context.WithTimeout(ctx, p.loadBefore)
 	ld.run(lctx, p)
 	stopLoad()
+	// How many requests find the priority level's 3 seats taken depends on
+	// the machine's pace: while the operator has received no 429, burst
+	// again (every live WebApp updated at once, up to 5 times), so a fast
+	// or a loaded machine still gets there. A run without any 429 fails.
+	extra := 0
+	for ; extra < 5 && responses.Status(http.StatusTooManyRequests) == 0; extra++ {
+		ld.mu.Lock()
+		live := ld.live()
+		ld.mu.Unlock()
+		ld.updateEach(ctx, live, 8)
+		time.Sleep(2 * time.Second)
+	}
 	loadTime := time.Since(t0)
 	ops := ld.ok.Load() + ld.fail.Load()
 	mk := mon.Mark()
@@ -256,8 +268,8 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 		injected: fmt.Sprintf("%d×429 (server: %.0f rejected)", got429, total(rejected)),
 		lost:     len(v.lost), duplicates: len(v.duplicates), recovery: recovery + loadTime, ready: v.ready, maxReconciles: maxOf(mon.Since(chaos.Mark{})),
 	}})
-	t.Logf("429s received by the operator: %d; rejected by APF at %s: %v; converged %.1fs after the load ended; reconciles %d (%d after the load)",
-		got429, pl, rejected, recovery.Seconds(), mon.Total(), sumOf(mon.Since(mk)))
+	t.Logf("429s received by the operator: %d; rejected by APF at %s: %v; extra bursts %d; converged %.1fs after the load ended; reconciles %d (%d after the load)",
+		got429, pl, rejected, extra, recovery.Seconds(), mon.Total(), sumOf(mon.Since(mk)))
 	if got429 == 0 || total(rejected) == 0 {
 		t.Errorf("APF rejected nothing the operator sent (429s seen %d, server rejections %v): the test did not exercise throttling\n%s", got429, rejected, responses)
 	}

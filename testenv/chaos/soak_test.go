@@ -1,20 +1,27 @@
 package chaos_test
 
 // At scale: the webapp operator holds many WebApps while the faults rotate —
-// API errors, an API server restart, an API server pause, a network cut,
-// and expired watches (etcd compacted while the API server is away) — each under a steady load of creates, updates and deletes.
-// (APF throttling is tested on its own, TestThrottledByPriorityAndFairness:
-// on this control plane, whose watches are etcd watches, the operator's user
-// throttled by APF stalled without a single 429 — not understood yet — so
-// the soak's operator runs as the admin, which APF exempts.)
+// API errors, an API server restart, APF throttling, an API server pause, a
+// network cut, and expired watches (etcd compacted while the API server is
+// away) — each under a steady load of creates, updates and deletes (the
+// throttling window drives its own bursts of updates instead).
 // After each fault every WebApp must converge; none may be lost or
-// duplicated; the time to converge is the fault's recovery.
+// duplicated; the time to converge is the fault's recovery. Each window
+// counts the faults it actually injected (API errors, 429s the operator
+// received, connections dropped, 410s); a window with none fails the test,
+// and so does a window skipped for lack of time.
 //
-// CI runs the bounded form (200 WebApps, one round). The full form (2,000
-// WebApps) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
+// The operator runs as a user of its own (cluster-admin, outside
+// system:masters, which APF exempts), so the throttling window can give its
+// requests a priority level of their own (throttle, as in
+// TestThrottledByPriorityAndFairness).
+//
+// CI runs the bounded form (100 WebApps, one round, API errors and the API
+// server restart: the suite's other tests cover the other faults). The full form (2,000
+// WebApps, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
 // OPKIT_CHAOS_SOAK_OBJECTS sets another size:
 //
-//	OPKIT_CHAOS_SOAK=1 go test -run TestSoakAtScale -timeout 30m ./testenv/chaos/
+//	OPKIT_CHAOS_SOAK=1 go test -run TestSoakAtScale -timeout 40m ./testenv/chaos/
 //
 // The WebApps ask for 0 replicas: the operator's work per WebApp (finalizer,
 // ConfigMap, Deployment, Service, route, status) is the same, and the kwok
@@ -29,8 +36,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +74,7 @@ func currentSoakProfile(t *testing.T) soakProfile {
 		converge: 3 * time.Minute, quiet: 2 * time.Second, maxQuiet: 3, rounds: 1, poll: time.Second}
 	if *soakFlag || os.Getenv("OPKIT_CHAOS_SOAK") == "1" {
 		p.objects, p.opsPerSec, p.fault, p.converge, p.quiet, p.all = 2000, 20, 10*time.Second, 4*time.Minute, 5*time.Second, true
-		p.budget, p.poll = 6*time.Minute, 5*time.Second
+		p.poll = 5 * time.Second
 	}
 	if s := os.Getenv("OPKIT_CHAOS_SOAK_OBJECTS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -72,6 +82,12 @@ func currentSoakProfile(t *testing.T) soakProfile {
 			t.Fatalf("OPKIT_CHAOS_SOAK_OBJECTS=%q: want a positive number", s)
 		}
 		p.objects = n
+	}
+	if p.all {
+		// Fill and recovery take about 0.1 s per WebApp here (1,000: 115 s);
+		// the budget leaves room for every window at that pace.
+		p.converge = max(p.converge, time.Duration(p.objects)*100*time.Millisecond)
+		p.budget = 10*time.Minute + time.Duration(p.objects)*300*time.Millisecond
 	}
 	return p
 }
@@ -89,15 +105,20 @@ func TestSoakAtScale(t *testing.T) {
 	ns := privateNamespace(t)
 	panics0 := panics(t)
 
-	// The operator runs as the admin (exempt from APF): see the package
-	// comment on throttling for why APF is not among these faults.
-	proxy, cfg, err := chaos.ProxyConfig(env.Config)
+	// The operator runs as a user of its own, bound to cluster-admin but
+	// outside system:masters (which APF exempts), so the throttling window
+	// can put its requests in a priority level of their own; the rest of
+	// the time APF serves it at global-default like any controller.
+	userCfg, user := operatorUser(t, ns)
+	proxy, cfg, err := chaos.ProxyConfig(userCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = proxy.Close() }()
 	cfg.Timeout = p.clientTO
 	cfg.QPS, cfg.Burst = 500, 1000
+	// The injector is outside the response counter: responses counts what
+	// the server answered, never an injected fault.
 	cfg, responses := chaos.CountResponses(cfg)
 	cfg, inj, err := chaos.InjectErrors(cfg, 2000)
 	if err != nil {
@@ -129,22 +150,32 @@ func TestSoakAtScale(t *testing.T) {
 	}
 	wg.Wait()
 	created := time.Since(t0)
-	fill, v := waitConvergedEvery(t, ld, reg, p.converge, p.poll)
+	fill, v := ld.waitConvergedEvery(t, reg, p.converge, p.poll)
 	if !v.converged() {
 		t.FailNow()
 	}
 	t.Logf("fill: %d WebApps created in %.1fs, all converged %.1fs later (%d reconciles)", len(ld.live()), created.Seconds(), fill.Seconds(), mon.Total())
 
 	apiWrites := []string{"webapps.apps.example.com", "webapps.apps.example.com/status", "configmaps", "deployments.apps", "services"}
+	// A fault window injects its fault and returns how many faults it
+	// injected (API errors, connections dropped, 410s, 429s…) and what; a
+	// window that injected none proved nothing and fails the test.
 	type fault struct {
 		name   string
-		inject func() string // the fault is over when it returns
-		report func() string // after recovery, when set: what was injected
-		always bool          // in the bounded form too
+		inject func() (int, string) // the fault is over when it returns
+		report func() (int, string) // after recovery, when set: what was injected (replaces inject's)
+		noLoad bool                 // the window drives its own load
+		always bool                 // in the bounded form too
 	}
 	var expired0 int
 	faults := []fault{
-		{name: fmt.Sprintf("API errors %s", p.fault), inject: func() string {
+		{name: fmt.Sprintf("API errors ≥ %s", p.fault), inject: func() (int, string) {
+			// The rules pick from what the operator sends: its writes
+			// (it reads from its cache). The window lasts p.fault and is
+			// extended (up to 6×) until minInjected faults were injected,
+			// so a slow operator still meets them.
+			req0 := op.requests.Snapshot()
+			before := inj.Injected()
 			if err := inj.SetRules(
 				chaos.Rule{Verbs: []string{"update", "patch"}, Resources: apiWrites, Probability: 0.2, Fault: chaos.Conflict()},
 				chaos.Rule{Verbs: []string{"create"}, Probability: 0.2, Fault: chaos.TooManyRequests(time.Second)},
@@ -154,20 +185,28 @@ func TestSoakAtScale(t *testing.T) {
 			); err != nil {
 				t.Fatal(err)
 			}
-			before := inj.Injected()
+			t0 := time.Now()
 			time.Sleep(p.fault)
+			for inj.Injected()-before < minInjected && time.Since(t0) < 6*p.fault {
+				time.Sleep(time.Second)
+			}
 			if err := inj.SetRules(); err != nil {
 				t.Fatal(err)
 			}
-			return fmt.Sprintf("%d API errors", inj.Injected()-before)
-		}},
-		{name: "API server restart", inject: func() string {
+			n := inj.Injected() - before
+			t.Logf("API errors: %d injected in %.1fs; the operator sent meanwhile: %s", n, time.Since(t0).Seconds(), requestsSince(op.requests, req0))
+			return n, fmt.Sprintf("%d API errors in %.0fs", n, time.Since(t0).Seconds())
+		}, always: true},
+		{name: "API server restart", inject: func() (int, string) {
 			if err := env.RestartAPIServer(); err != nil {
 				t.Fatal(err)
 			}
-			return "1 restart"
+			return 1, "1 restart"
 		}, always: true},
-		{name: fmt.Sprintf("API server paused %s", p.fault), inject: func() string {
+		{name: fmt.Sprintf("APF throttling ≥ %s (1 seat share, 1 queue × 1)", p.fault), noLoad: true, inject: func() (int, string) {
+			return throttleWindow(t, ld, user, responses, p.fault)
+		}},
+		{name: fmt.Sprintf("API server paused %s", p.fault), inject: func() (int, string) {
 			if err := env.Pause(testenv.APIServer); err != nil {
 				t.Fatal(err)
 			}
@@ -176,28 +215,29 @@ func TestSoakAtScale(t *testing.T) {
 			if err := env.Resume(testenv.APIServer); err != nil {
 				t.Fatal(err)
 			}
-			return "1 SIGSTOP/SIGCONT"
+			return 1, "1 SIGSTOP/SIGCONT"
 		}},
-		{name: fmt.Sprintf("network cut %s", p.fault), inject: func() string {
+		{name: fmt.Sprintf("network cut %s", p.fault), inject: func() (int, string) {
+			accepted0, dropped0, _ := proxy.Stats()
 			proxy.Cut()
 			time.Sleep(p.fault)
+			accepted1, dropped1, _ := proxy.Stats()
 			proxy.Restore()
-			return "1 cut"
+			// Open connections closed by the cut, and new ones reset during it.
+			dropped, reset := dropped1-dropped0, accepted1-accepted0
+			return dropped + reset, fmt.Sprintf("1 cut: %d connections dropped, %d reset", dropped, reset)
 		}},
-		{name: fmt.Sprintf("watches expired (refused %s, compaction %s)", max(p.fault, 4*compactionInterval), compactionInterval), inject: func() string {
+		{name: fmt.Sprintf("watches expired (refused %s, compaction %s)", max(p.fault, 4*compactionInterval), compactionInterval), inject: func() (int, string) {
 			expired0 = responses.Expired()
 			proxy.Refuse()
 			time.Sleep(max(p.fault, 4*compactionInterval))
 			proxy.Restore()
-			return ""
-		}, report: func() string {
+			return 0, ""
+		}, report: func() (int, string) {
 			// The informers resume after their back-off, some after the
 			// WebApps converged: count once the caches caught up.
 			n := responses.Expired() - expired0
-			if n == 0 {
-				t.Errorf("watch expiry: no watch got 410 Gone")
-			}
-			return fmt.Sprintf("%d×410", n)
+			return n, fmt.Sprintf("%d×410", n)
 		}}, // full form only: in CI's bounded form (100 WebApps) the window
 		// once saw no 410 at all; TestWatchExpiryRelists proves expiry there.
 	}
@@ -209,7 +249,7 @@ func TestSoakAtScale(t *testing.T) {
 				continue
 			}
 			if p.budget > 0 && time.Since(testStart) > p.budget {
-				t.Logf("SKIPPED (time budget %s spent): %s", p.budget, f.name)
+				t.Errorf("SKIPPED (time budget %s spent): %s", p.budget, f.name)
 				continue
 			}
 			mk := mon.Mark()
@@ -217,17 +257,24 @@ func TestSoakAtScale(t *testing.T) {
 			lctx, stopLoad := context.WithCancel(ctx)
 			loadDone := make(chan struct{})
 			t0 := time.Now()
-			go func() { defer close(loadDone); ld.run(lctx, profile{opsPerSec: p.opsPerSec, objects: p.objects}) }()
-			time.Sleep(time.Second)
-			injected := f.inject()
+			if f.noLoad {
+				close(loadDone)
+			} else {
+				go func() { defer close(loadDone); ld.run(lctx, profile{opsPerSec: p.opsPerSec, objects: p.objects}) }()
+				time.Sleep(time.Second)
+			}
+			count, injected := f.inject()
 			stopLoad()
 			<-loadDone
 			loadTime := time.Since(t0)
 			ops := ld.ok.Load() + ld.fail.Load() - ops0
-			recovery, v := waitConvergedEvery(t, ld, reg, p.converge, p.poll)
+			recovery, v := ld.waitConvergedEvery(t, reg, p.converge, p.poll)
 			caughtUp := waitCachesCaughtUp(t, op, ns, p.converge, p.poll)
 			if f.report != nil {
-				injected = f.report()
+				count, injected = f.report()
+			}
+			if count == 0 {
+				t.Errorf("%s: the window injected no fault (%s): it proved nothing", f.name, injected)
 			}
 			ld.mu.Lock()
 			objects := len(ld.live())
@@ -241,7 +288,8 @@ func TestSoakAtScale(t *testing.T) {
 				r.fault = fmt.Sprintf("#%d %s", round+1, f.name)
 			}
 			rows = append(rows, r)
-			t.Logf("%s: converged %.1fs after the fault, caches caught up %.1fs after that", f.name, recovery.Seconds(), caughtUp.Seconds())
+			t.Logf("%s: %s; %d ops; converged %.1fs after the fault, caches caught up %.1fs after that; lost %d, duplicates %d; routes %d",
+				f.name, injected, ops, recovery.Seconds(), caughtUp.Seconds(), len(v.lost), len(v.duplicates), reg.Len())
 			if len(v.duplicates) > 0 || len(v.lost) > 0 {
 				t.Errorf("%s: lost %v, duplicates %v", f.name, head(v.lost, 10), head(v.duplicates, 10))
 			}
@@ -274,30 +322,73 @@ func TestSoakAtScale(t *testing.T) {
 	goleak.VerifyNone(t, leaks...)
 }
 
-// waitConvergedEvery is load.waitConverged polling every interval: at
-// thousands of objects each check lists four kinds in full.
-func waitConvergedEvery(t *testing.T, l *load, reg *registry.Registry, bound, interval time.Duration) (time.Duration, verdict) {
-	t.Helper()
-	start := time.Now()
-	var last verdict
-	var lastErr error
-	logged := start
-	for time.Since(start) < bound {
-		if time.Since(logged) > 15*time.Second {
-			logged = time.Now()
-			t.Logf("after %.0fs: %d pending, e.g. %v (error %v)", time.Since(start).Seconds(), len(last.pending), head(last.pending, 3), lastErr)
+// minInjected is how many API errors the API-error window waits for
+// before it closes (it may close with fewer at its bound; with none the
+// test fails).
+const minInjected = 20
+
+// requestsSince summarises the requests rc counted after before was taken:
+// the total, the writes, and the counts per verb and resource.
+func requestsSince(rc *testenv.RequestCounter, before map[testenv.Request]int) string {
+	var lines []string
+	total, writes := 0, 0
+	for k, v := range rc.Snapshot() {
+		d := v - before[k]
+		if d == 0 {
+			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if lastErr = l.settle(ctx); lastErr == nil {
-			last, lastErr = l.check(ctx, reg)
+		total += d
+		if k.IsWrite() {
+			writes += d
 		}
-		cancel()
-		if lastErr == nil && last.converged() {
-			return time.Since(start), last
-		}
-		time.Sleep(interval)
+		lines = append(lines, fmt.Sprintf("%s %s: %d", k.Verb, k.Resource, d))
 	}
-	t.Errorf("not converged after %s (last error %v): %d pending, e.g. %v; lost %v", bound, lastErr, len(last.pending), head(last.pending, 5), head(last.lost, 5))
-	l.dump(t)
-	return time.Since(start), last
+	sort.Strings(lines)
+	return fmt.Sprintf("%d requests, %d writes (%s)", total, writes, strings.Join(lines, ", "))
+}
+
+// throttleWindow puts user's requests in a priority level of their own
+// (throttle) for at least d, updating live WebApps in bursts of distinct
+// objects meanwhile (the operator's work then comes in bursts of 16
+// reconciles), until the operator has received a 429 or 6×d passed; then
+// it removes the throttle. It returns the 429s the operator received, and
+// says what the API server rejected, by reason.
+func throttleWindow(t *testing.T, ld *load, user string, responses *chaos.ResponseCounter, d time.Duration) (int, string) {
+	t.Helper()
+	pl, undo := throttle(t, user)
+	defer undo()
+	got0 := responses.Status(http.StatusTooManyRequests)
+	rejected0 := apfRejected(t, pl)
+	ctx := ctxFor(t, 10*time.Minute)
+	t0 := time.Now()
+	bursts, updated := 0, 0
+	for next := 0; ; bursts++ {
+		got := responses.Status(http.StatusTooManyRequests) - got0
+		if el := time.Since(t0); el >= 6*d || el >= d && got > 0 {
+			break
+		}
+		ld.mu.Lock()
+		live := ld.live()
+		ld.mu.Unlock()
+		if len(live) == 0 {
+			t.Fatal("APF window: no live WebApp to update")
+		}
+		var names []string
+		for i := 0; i < min(200, len(live)); i++ {
+			names = append(names, live[(next+i)%len(live)])
+		}
+		next += len(names)
+		ld.updateEach(ctx, names, 16)
+		updated += len(names)
+		time.Sleep(time.Second)
+	}
+	undo()
+	n := responses.Status(http.StatusTooManyRequests) - got0
+	rejected := apfRejected(t, pl)
+	for k, v := range rejected0 {
+		rejected[k] -= v
+	}
+	t.Logf("APF window: %.1fs, %d bursts (%d updates); 429s received by the operator %d; rejected by APF at %s: %v",
+		time.Since(t0).Seconds(), bursts, updated, n, pl, rejected)
+	return n, fmt.Sprintf("%d×429 (server: %.0f rejected %v) in %.0fs", n, total(rejected), rejected, time.Since(t0).Seconds())
 }

@@ -124,6 +124,28 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		// The monitor reads controller-runtime's own per-reconcile log lines:
 		// the operator's code is not touched.
 		Logger: oc.monitor.Logger(logr.Discard()),
+		// rest.Config.Timeout is the http.Client's Timeout, which also ends
+		// every watch after that long: at 3 s, under load, with watches
+		// served from etcd (compacted every second) the informers spent
+		// their time re-opening watches and re-listing and saw no change, so
+		// the operator sent no write for a minute (the soak's API-error
+		// window at 2,000 WebApps: 24 requests, all watches). The
+		// timeout is for the operator's requests; its cache watches
+		// without one, through the same transport (proxy, injector,
+		// counters), as an operator without a client timeout does.
+		NewCache: func(c *rest.Config, o cache.Options) (cache.Cache, error) {
+			if c.Timeout == 0 {
+				return cache.New(c, o)
+			}
+			c = rest.CopyConfig(c)
+			c.Timeout = 0
+			hc, err := rest.HTTPClientFor(c)
+			if err != nil {
+				return nil, err
+			}
+			o.HTTPClient = hc
+			return cache.New(c, o)
+		},
 	}
 	if oc.leaderID != "" {
 		opts.LeaderElection = true
@@ -232,6 +254,36 @@ func (l *load) step(ctx context.Context, target int) {
 		kind, name = "update", live[l.rng.IntN(len(live))]
 		value = strconv.Itoa(l.rng.IntN(1_000_000))
 	}
+	l.mu.Unlock()
+	l.do(ctx, kind, name, value)
+}
+
+// updateEach updates each of names once (a new spec value), writers at a
+// time; the names must be distinct and live, and no other update of them
+// may run meanwhile (the bookkeeping keeps one acknowledged value per name).
+func (l *load) updateEach(ctx context.Context, names []string, writers int) {
+	l.mu.Lock()
+	values := make([]string, len(names))
+	for i := range names {
+		values[i] = strconv.Itoa(l.rng.IntN(1_000_000))
+	}
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(names); i += writers {
+				l.do(ctx, "update", names[i], values[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// do runs one create, update or delete of name and records its outcome.
+func (l *load) do(ctx context.Context, kind, name, value string) {
+	l.mu.Lock()
 	st := l.apps[name]
 	l.mu.Unlock()
 
@@ -476,15 +528,30 @@ func (l *load) mirrorsWorld(app *webappv1.WebApp, dep *appsv1.Deployment, routed
 	return ""
 }
 
-// waitConverged polls until every object converged and returns the time it took.
+// waitConverged polls (every 250ms) until every object converged and
+// returns the time it took.
 func (l *load) waitConverged(t *testing.T, reg *registry.Registry, bound time.Duration) (time.Duration, verdict) {
 	t.Helper()
+	return l.waitConvergedEvery(t, reg, bound, 250*time.Millisecond)
+}
+
+// waitConvergedEvery polls every interval until every object converged
+// (after settling the load's ambiguous operations) and returns the time it
+// took; at bound it fails the test with what is still pending. At
+// thousands of objects each check lists four kinds in full, hence the
+// interval; it logs progress every 15 s.
+func (l *load) waitConvergedEvery(t *testing.T, reg *registry.Registry, bound, interval time.Duration) (time.Duration, verdict) {
+	t.Helper()
 	start := time.Now()
-	deadline := start.Add(bound)
 	var last verdict
 	var lastErr error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	logged := start
+	for time.Since(start) < bound {
+		if time.Since(logged) > 15*time.Second {
+			logged = time.Now()
+			t.Logf("after %.0fs: %d pending, e.g. %v (error %v)", time.Since(start).Seconds(), len(last.pending), head(last.pending, 3), lastErr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if lastErr = l.settle(ctx); lastErr == nil {
 			last, lastErr = l.check(ctx, reg)
 		}
@@ -492,9 +559,9 @@ func (l *load) waitConverged(t *testing.T, reg *registry.Registry, bound time.Du
 		if lastErr == nil && last.converged() {
 			return time.Since(start), last
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(interval)
 	}
-	t.Errorf("not converged after %s (last error %v): %d pending, e.g. %v; lost %v", bound, lastErr, len(last.pending), head(last.pending, 5), last.lost)
+	t.Errorf("not converged after %s (last error %v): %d pending, e.g. %v; lost %v", bound, lastErr, len(last.pending), head(last.pending, 5), head(last.lost, 5))
 	l.dump(t)
 	return time.Since(start), last
 }
