@@ -90,6 +90,12 @@ type Options struct {
 	// after measuring each contender's live heap, while its manager still
 	// runs: what its cache and indexes hold.
 	HeapProfiles string
+	// PhaseProfiles, when set, is a directory where every measured phase
+	// writes the CPU profile its contender CPU figure was read from
+	// (cpu-<scenario>-<contender>.pprof): the whole process during that
+	// phase only, each sample labelled with the contender whose goroutine
+	// ran (pprof -tagfocus contender=NAME).
+	PhaseProfiles string
 }
 
 // Quick is the preset of a quick run (CI smoke, under 3 minutes).
@@ -239,6 +245,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
+	if o.PhaseProfiles != "" {
+		if err := os.MkdirAll(o.PhaseProfiles, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine()}
 	start := time.Now()
 	sharded := slices.Contains(o.Scenarios, ScenarioSharding) && slices.Contains(o.Contenders, Opkit)
@@ -332,6 +343,7 @@ func runOn(ctx context.Context, o Options, rep *Report, contender string, scenar
 		if !ok {
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
+		r.scenario = sc
 		res, err := step(ctx)
 		if err != nil {
 			return fmt.Errorf("%s/%s: %w", sc, contender, err)
@@ -347,6 +359,7 @@ type runner struct {
 	o         Options
 	cl        *cluster
 	contender string
+	scenario  string
 	inst      instance
 	// have is how many WebApps (app-00000 on) exist and were Ready.
 	have int
@@ -424,7 +437,7 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 	fail.reset()
 	r.cl.tracker.reset()
 	rec0 := r.inst.reconciles()
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	loadErrs := act(ctx)
 	left := r.cl.tracker.wait(ctx, timeout)
@@ -587,7 +600,7 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		return res, err
 	}
 	heap0 := liveHeap()
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	if err := r.start(ctx); err != nil {
 		cpu.stop(r.contender)
@@ -657,7 +670,7 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 		return nil, err
 	}
 	ceil := r.inst.(*ceiling)
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	var errs []error
 	// What an informer's initial list costs: served from the watch cache.

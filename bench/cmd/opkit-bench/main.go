@@ -50,6 +50,7 @@ func run() error {
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
 	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>.pprof) into this directory")
+	phaseProfiles := flag.String("phaseprofiles", "", "write the CPU profile of each measured phase (cpu-<scenario>-<contender>.pprof, the one its CPU figures come from) into this directory; not with --cpuprofile")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 
@@ -90,7 +91,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	t0 := time.Now()
-	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles})
+	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles, PhaseProfiles: *phaseProfiles})
 	if err != nil {
 		return err
 	}
