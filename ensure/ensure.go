@@ -302,6 +302,8 @@ func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep [
 		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
 		t.record = true
 		t.proto = e.emptyLike(d, t.key.gvk)
+		_, isUnstructured := t.proto.(runtime.Unstructured)
+		t.scratch = !isUnstructured
 		ch, out, err := e.ensure(ctx, oi, t, e.strategy)
 		if out != nil && (ch.Action == Created || ch.Action == Updated || ch.Action == Recreated) {
 			ch.Object = &unstructured.Unstructured{Object: out}
@@ -399,6 +401,9 @@ type target struct {
 	// CreateOrPatch).
 	record bool
 	shape  shape
+	// scratch says proto is a typed object of ensure's own, read only to
+	// convert it (Ensure, not CreateOrPatch, whose proto is the caller's).
+	scratch bool
 }
 
 func (t *target) String() string {
@@ -633,7 +638,13 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 // cached reads the object from the client (the cache), falling back to this
 // Ensurer's record of its own recent create while the cache lags behind it.
 func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error) {
-	err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, t.proto)
+	var opts []client.GetOption
+	if t.scratch {
+		// t.proto is ensure's own and typed: it is only converted to a new
+		// tree below, never changed or kept, so a cache need not copy it.
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
+	err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, t.proto, opts...)
 	switch {
 	case err == nil:
 		e.mu.Lock()
