@@ -141,6 +141,7 @@ type Ensurer struct {
 	policyProtos   []fieldPolicy
 	policies       map[schema.GroupVersionKind][]fieldPolicy
 	schemas        schemas
+	records        recordCache
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -549,13 +550,16 @@ func (e *Ensurer) declaration(t *target, live map[string]any) (decl map[string]a
 	if !t.record {
 		return decl, nil, nil
 	}
-	set = fieldSet(decl, t.shape).Difference(fieldSet(e.link(t, map[string]any{}), t.shape))
-	rec, err := set.ToJSON()
+	set, rec, err := e.records.get(t.key.gvk, t.ownerInfo.uid, decl, t.shape, func() (*fieldpath.Set, string, error) {
+		set := fieldSet(decl, t.shape).Difference(fieldSet(e.link(t, map[string]any{}), t.shape))
+		rec, err := set.ToJSON()
+		return set, string(rec), err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: record declared fields: %w", t, err)
 	}
 	md := decl["metadata"].(map[string]any)
-	md["annotations"].(map[string]any)[AnnotationDeclared] = string(rec)
+	md["annotations"].(map[string]any)[AnnotationDeclared] = rec
 	return decl, set, nil
 }
 
