@@ -142,6 +142,7 @@ type Ensurer struct {
 	policies       map[schema.GroupVersionKind][]fieldPolicy
 	schemas        schemas
 	records        recordCache
+	verified       verified
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -302,6 +303,8 @@ func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep [
 		}
 		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
 		t.record = true
+		digest := declDigest(decl, oi, t.ownerRef)
+		t.digest = &digest
 		t.proto = e.emptyLike(d, t.key.gvk)
 		_, isUnstructured := t.proto.(runtime.Unstructured)
 		t.scratch = !isUnstructured
@@ -405,6 +408,9 @@ type target struct {
 	// scratch says proto is a typed object of ensure's own, read only to
 	// convert it (Ensure, not CreateOrPatch, whose proto is the caller's).
 	scratch bool
+	// digest is the declaration's (declDigest), for the memo of verified
+	// children (Ensure, not CreateOrPatch).
+	digest *[sha256.Size]byte
 }
 
 func (t *target) String() string {
@@ -571,10 +577,14 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 		return Change{}, nil, fmt.Errorf("%s: schema of the kind: %w", t, err)
 	}
 	t.shape = sh
-	live, err := e.cached(ctx, t)
+	live, unchanged, err := e.cached(ctx, t)
 	if err != nil {
 		return Change{}, nil, err
 	}
+	if unchanged {
+		return t.change(Unchanged), nil, nil
+	}
+	fromCache := live != nil && t.proto.GetResourceVersion() != ""
 	if live == nil {
 		decl, _, err := e.declaration(t, nil)
 		if err != nil {
@@ -634,14 +644,20 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	case out == nil && adopted:
 		return t.change(Updated), live, nil
 	case out == nil:
+		if fromCache && t.digest != nil {
+			e.verified.set(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest)
+		}
 		return t.change(Unchanged), live, nil
 	}
+	e.verified.forget(t.key)
 	return t.change(Updated), out, nil
 }
 
 // cached reads the object from the client (the cache), falling back to this
 // Ensurer's record of its own recent create while the cache lags behind it.
-func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error) {
+// The bool says the cached object is the one last found to hold t's
+// declaration (the memo of verified children); no tree is returned then.
+func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, error) {
 	var opts []client.GetOption
 	if t.scratch {
 		// t.proto is ensure's own and typed: it is only converted to a new
@@ -654,25 +670,29 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error)
 		e.mu.Lock()
 		delete(e.recent, t.key)
 		e.mu.Unlock()
+		if t.digest != nil && e.verified.holds(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest) {
+			return nil, true, nil
+		}
 		live, err := liveTree(t.proto)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t, err)
+			return nil, false, fmt.Errorf("%s: %w", t, err)
 		}
 		// Typed objects from a cache may have an empty TypeMeta.
 		live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
-		return live, nil
+		return live, false, nil
 	case apierrors.IsNotFound(err):
+		e.verified.forget(t.key)
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if r, ok := e.recent[t.key]; ok {
 			if e.now().Sub(r.at) < recentTTL {
-				return r.live, nil
+				return r.live, false, nil
 			}
 			delete(e.recent, t.key)
 		}
-		return nil, nil
+		return nil, false, nil
 	default:
-		return nil, fmt.Errorf("get %s: %w", t, err)
+		return nil, false, fmt.Errorf("get %s: %w", t, err)
 	}
 }
 

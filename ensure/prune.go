@@ -68,6 +68,7 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 				return cs, fmt.Errorf("ensure: prune %s: %w", t, err)
 			}
 			e.markDeleted(uid)
+			e.verified.forget(key)
 			cs = append(cs, t.change(Deleted))
 		}
 	}

@@ -113,3 +113,50 @@ func TestRecordCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+// The memo of verified children holds a child only at the UID,
+// resourceVersion and declaration it was verified at, forgets it on
+// request, and stays within maxVerified entries.
+func TestVerifiedMemo(t *testing.T) {
+	gvk := appsv1.SchemeGroupVersion.WithKind("Deployment")
+	k := objectKey{gvk: gvk, namespace: "ns", name: "web"}
+	oi := ownerInfo{uid: "o", annotation: "Owner o", name: "o"}
+	d1 := declDigest(map[string]any{"spec": map[string]any{"replicas": int64(1)}}, oi, true)
+	d2 := declDigest(map[string]any{"spec": map[string]any{"replicas": int64(2)}}, oi, true)
+	d3 := declDigest(map[string]any{"spec": map[string]any{"replicas": int64(1)}}, ownerInfo{uid: "p", annotation: "Owner p", name: "p"}, true)
+	d4 := declDigest(map[string]any{"spec": map[string]any{"replicas": "1"}}, oi, true)
+	d5 := declDigest(map[string]any{"spec": map[string]any{"replicas": int64(1)}}, oi, false)
+	for i, d := range [][32]byte{d2, d3, d4, d5} {
+		if d == d1 {
+			t.Fatalf("digest %d equals the first: a different declaration or owner must differ", i+2)
+		}
+	}
+	if declDigest(map[string]any{"a": "1", "b": map[string]any{"x": true, "y": 1.5}}, oi, true) !=
+		declDigest(map[string]any{"b": map[string]any{"y": 1.5, "x": true}, "a": "1"}, oi, true) {
+		t.Fatal("digest depends on map order")
+	}
+	var v verified
+	v.set(k, "u1", "10", d1)
+	switch {
+	case !v.holds(k, "u1", "10", d1):
+		t.Fatal("verified child not held")
+	case v.holds(k, "u1", "11", d1):
+		t.Fatal("held at another resourceVersion")
+	case v.holds(k, "u2", "10", d1):
+		t.Fatal("held at another UID")
+	case v.holds(k, "u1", "10", d2):
+		t.Fatal("held for another declaration")
+	case v.holds(objectKey{gvk: gvk, namespace: "ns", name: "other"}, "u1", "10", d1):
+		t.Fatal("held under another name")
+	}
+	v.forget(k)
+	if v.holds(k, "u1", "10", d1) {
+		t.Fatal("held after forget")
+	}
+	for i := range maxVerified + 100 {
+		v.set(objectKey{gvk: gvk, namespace: "ns", name: fmt.Sprint(i)}, "u", "1", d1)
+	}
+	if len(v.entries) > maxVerified {
+		t.Fatalf("%d entries, bound %d", len(v.entries), maxVerified)
+	}
+}
