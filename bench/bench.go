@@ -86,7 +86,7 @@ type Options struct {
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
 	// HeapProfiles, when set, is a directory where the restart scenario
-	// writes a heap profile of the process (heap-<contender>.pprof) right
+	// writes a heap profile of the process (heap-<contender>-<N>.pprof) right
 	// after measuring each contender's live heap, while its manager still
 	// runs: what its cache and indexes hold.
 	HeapProfiles string
@@ -97,6 +97,12 @@ type Options struct {
 	// results carry the pass's Size; the report adds a headline table per
 	// size and the scaling curve across all sizes.
 	Passes []Pass
+	// PhaseProfiles, when set, is a directory where every measured phase
+	// writes the CPU profile its contender CPU figure was read from
+	// (cpu-<scenario>-<contender>-<N>.pprof): the whole process during that
+	// phase only, each sample labelled with the contender whose goroutine
+	// ran (pprof -tagfocus contender=NAME).
+	PhaseProfiles string
 }
 
 // Pass is one more run of the scenarios with N WebApps.
@@ -276,6 +282,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
+	if o.PhaseProfiles != "" {
+		if err := os.MkdirAll(o.PhaseProfiles, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	rep := &Report{Date: time.Now().UTC(), Mode: o.Mode, Isolated: o.Isolated, Settings: o.Settings, Machine: describeMachine(), Sizes: []int{o.Settings.N}}
 	for _, p := range o.Passes {
 		if p.N <= 0 || slices.Contains(rep.Sizes, p.N) {
@@ -405,6 +416,7 @@ func runOn(ctx context.Context, o Options, rep *Report, contender string, scenar
 		if !ok {
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
+		r.scenario = sc
 		res, err := step(ctx)
 		if err != nil {
 			return fmt.Errorf("%s/%s: %w", sc, contender, err)
@@ -420,6 +432,7 @@ type runner struct {
 	o         Options
 	cl        *cluster
 	contender string
+	scenario  string
 	inst      instance
 	// have is how many WebApps (app-00000 on) exist and were Ready.
 	have int
@@ -497,7 +510,7 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 	fail.reset()
 	r.cl.tracker.reset()
 	rec0 := r.inst.reconciles()
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	loadErrs := act(ctx)
 	left := r.cl.tracker.wait(ctx, timeout)
@@ -660,7 +673,7 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		return res, err
 	}
 	heap0 := liveHeap()
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	if err := r.start(ctx); err != nil {
 		cpu.stop(r.contender)
@@ -683,7 +696,7 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 	cpuContender, cpuProcess := cpu.stop(r.contender)
 	heap := liveHeap() - heap0
 	if r.o.HeapProfiles != "" {
-		if err := writeHeapProfile(filepath.Join(r.o.HeapProfiles, "heap-"+r.contender+".pprof")); err != nil {
+		if err := writeHeapProfile(filepath.Join(r.o.HeapProfiles, fmt.Sprintf("heap-%s-%d.pprof", r.contender, r.o.Settings.N))); err != nil {
 			return nil, err
 		}
 	}
@@ -730,7 +743,7 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 		return nil, err
 	}
 	ceil := r.inst.(*ceiling)
-	cpu := startCPU()
+	cpu := r.startCPU()
 	start := time.Now()
 	var errs []error
 	// What an informer's initial list costs: served from the watch cache.

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,7 +31,8 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	s.ShardObjects, s.ShardLeaseDuration = 12, 2*time.Second
 	out := t.TempDir()
 	var log strings.Builder
-	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log,
+	profiles := filepath.Join(out, "profiles")
+	rep, err := bench.Run(ctx, bench.Options{Out: out, Mode: "smoke", Settings: s, Log: &log, PhaseProfiles: profiles,
 		Passes: []bench.Pass{{N: 15, Contenders: []string{bench.Opkit}}}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -84,6 +86,13 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil || len(data) == 0 {
 			t.Errorf("%s: %v (%d bytes)", f, err, len(data))
+		}
+	}
+	// Each measured phase wrote the profile its CPU figure came from.
+	for _, r := range rep.Results {
+		f := filepath.Join(profiles, fmt.Sprintf("cpu-%s-%s-%d.pprof", r.Scenario, r.Contender, r.Size))
+		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
+			t.Errorf("phase profile %s: %v", f, err)
 		}
 	}
 	if t.Failed() {

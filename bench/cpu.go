@@ -3,8 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"syscall"
@@ -52,6 +55,8 @@ type cpuMeter struct {
 	buf      bytes.Buffer
 	process0 time.Duration
 	profiler bool
+	// save, when set, is where stop writes the phase's profile.
+	save string
 }
 
 // startCPU starts measuring. When the CPU profiler is already in use (the
@@ -59,6 +64,16 @@ type cpuMeter struct {
 func startCPU() *cpuMeter {
 	m := &cpuMeter{process0: processCPU()}
 	m.profiler = pprof.StartCPUProfile(&m.buf) == nil
+	return m
+}
+
+// startCPU is startCPU for the runner's current scenario and contender,
+// saving the phase's profile when [Options.PhaseProfiles] asks for it.
+func (r *runner) startCPU() *cpuMeter {
+	m := startCPU()
+	if r.o.PhaseProfiles != "" {
+		m.save = filepath.Join(r.o.PhaseProfiles, fmt.Sprintf("cpu-%s-%s-%d.pprof", r.scenario, r.contender, r.o.Settings.N))
+	}
 	return m
 }
 
@@ -70,6 +85,10 @@ func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds floa
 		return math.NaN(), processSeconds
 	}
 	pprof.StopCPUProfile()
+	if m.save != "" {
+		// Best effort: a profile that cannot be written loses no figure.
+		_ = os.WriteFile(m.save, m.buf.Bytes(), 0o600)
+	}
 	p, err := profile.Parse(&m.buf)
 	if err != nil {
 		return math.NaN(), processSeconds

@@ -141,11 +141,23 @@ func (s *Status) read() ([]metav1.Condition, error) {
 		}
 		return f.Interface().([]metav1.Condition), nil
 	case s.l.foreign:
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s.obj)
+		// Only the status is converted, not the whole object (a
+		// Deployment's pod template is most of it).
+		st, ok := walkIndex(s.v, s.l.status, false)
+		if !ok {
+			return nil, nil
+		}
+		if st.Kind() == reflect.Pointer {
+			if st.IsNil() {
+				return nil, nil
+			}
+			st = st.Elem()
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st.Addr().Interface())
 		if err != nil {
 			return nil, fmt.Errorf("conditions: %s: %w", s.describe(), err)
 		}
-		cs, err := readConditions(u)
+		cs, err := readConditions(map[string]any{"status": u})
 		if err != nil {
 			return nil, fmt.Errorf("conditions: %s: %w", s.describe(), err)
 		}

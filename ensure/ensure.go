@@ -141,6 +141,8 @@ type Ensurer struct {
 	policyProtos   []fieldPolicy
 	policies       map[schema.GroupVersionKind][]fieldPolicy
 	schemas        schemas
+	records        recordCache
+	verified       verified
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -301,7 +303,11 @@ func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep [
 		}
 		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
 		t.record = true
+		digest := declDigest(decl, oi, t.ownerRef)
+		t.digest = &digest
 		t.proto = e.emptyLike(d, t.key.gvk)
+		_, isUnstructured := t.proto.(runtime.Unstructured)
+		t.scratch = !isUnstructured
 		ch, out, err := e.ensure(ctx, oi, t, e.strategy)
 		if out != nil && (ch.Action == Created || ch.Action == Updated || ch.Action == Recreated) {
 			ch.Object = &unstructured.Unstructured{Object: out}
@@ -399,6 +405,12 @@ type target struct {
 	// CreateOrPatch).
 	record bool
 	shape  shape
+	// scratch says proto is a typed object of ensure's own, read only to
+	// convert it (Ensure, not CreateOrPatch, whose proto is the caller's).
+	scratch bool
+	// digest is the declaration's (declDigest), for the memo of verified
+	// children (Ensure, not CreateOrPatch).
+	digest *[sha256.Size]byte
 }
 
 func (t *target) String() string {
@@ -544,13 +556,16 @@ func (e *Ensurer) declaration(t *target, live map[string]any) (decl map[string]a
 	if !t.record {
 		return decl, nil, nil
 	}
-	set = fieldSet(decl, t.shape).Difference(fieldSet(e.link(t, map[string]any{}), t.shape))
-	rec, err := set.ToJSON()
+	set, rec, err := e.records.get(t.key.gvk, t.ownerInfo.uid, decl, t.shape, func() (*fieldpath.Set, string, error) {
+		set := fieldSet(decl, t.shape).Difference(fieldSet(e.link(t, map[string]any{}), t.shape))
+		rec, err := set.ToJSON()
+		return set, string(rec), err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: record declared fields: %w", t, err)
 	}
 	md := decl["metadata"].(map[string]any)
-	md["annotations"].(map[string]any)[AnnotationDeclared] = string(rec)
+	md["annotations"].(map[string]any)[AnnotationDeclared] = rec
 	return decl, set, nil
 }
 
@@ -562,10 +577,14 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 		return Change{}, nil, fmt.Errorf("%s: schema of the kind: %w", t, err)
 	}
 	t.shape = sh
-	live, err := e.cached(ctx, t)
+	live, unchanged, err := e.cached(ctx, t)
 	if err != nil {
 		return Change{}, nil, err
 	}
+	if unchanged {
+		return t.change(Unchanged), nil, nil
+	}
+	fromCache := live != nil && t.proto.GetResourceVersion() != ""
 	if live == nil {
 		decl, _, err := e.declaration(t, nil)
 		if err != nil {
@@ -625,39 +644,55 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	case out == nil && adopted:
 		return t.change(Updated), live, nil
 	case out == nil:
+		if fromCache && t.digest != nil {
+			e.verified.set(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest)
+		}
 		return t.change(Unchanged), live, nil
 	}
+	e.verified.forget(t.key)
 	return t.change(Updated), out, nil
 }
 
 // cached reads the object from the client (the cache), falling back to this
 // Ensurer's record of its own recent create while the cache lags behind it.
-func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, error) {
-	err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, t.proto)
+// The bool says the cached object is the one last found to hold t's
+// declaration (the memo of verified children); no tree is returned then.
+func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, error) {
+	var opts []client.GetOption
+	if t.scratch {
+		// t.proto is ensure's own and typed: it is only converted to a new
+		// tree below, never changed or kept, so a cache need not copy it.
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
+	err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, t.proto, opts...)
 	switch {
 	case err == nil:
 		e.mu.Lock()
 		delete(e.recent, t.key)
 		e.mu.Unlock()
+		if t.digest != nil && e.verified.holds(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest) {
+			return nil, true, nil
+		}
 		live, err := liveTree(t.proto)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t, err)
+			return nil, false, fmt.Errorf("%s: %w", t, err)
 		}
 		// Typed objects from a cache may have an empty TypeMeta.
 		live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
-		return live, nil
+		return live, false, nil
 	case apierrors.IsNotFound(err):
+		e.verified.forget(t.key)
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if r, ok := e.recent[t.key]; ok {
 			if e.now().Sub(r.at) < recentTTL {
-				return r.live, nil
+				return r.live, false, nil
 			}
 			delete(e.recent, t.key)
 		}
-		return nil, nil
+		return nil, false, nil
 	default:
-		return nil, fmt.Errorf("get %s: %w", t, err)
+		return nil, false, fmt.Errorf("get %s: %w", t, err)
 	}
 }
 

@@ -27,7 +27,9 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 		if e.indexed[gvk] {
 			sel = client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))}
 		}
-		err := e.c.List(ctx, list, sel)
+		// The items are only read (name, labels, UID), never kept or
+		// changed: a cache need not copy them.
+		err := e.c.List(ctx, list, sel, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return cs, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
 		}
@@ -66,6 +68,7 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 				return cs, fmt.Errorf("ensure: prune %s: %w", t, err)
 			}
 			e.markDeleted(uid)
+			e.verified.forget(key)
 			cs = append(cs, t.change(Deleted))
 		}
 	}

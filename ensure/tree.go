@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,7 +107,7 @@ func walk(v reflect.Value, explicit bool) (any, bool) {
 	case reflect.Invalid:
 		return nil, false
 	}
-	if v.Kind() == reflect.Struct && (v.Type().Implements(jsonMarshaler) || reflect.PointerTo(v.Type()).Implements(jsonMarshaler)) {
+	if v.Kind() == reflect.Struct && infoOf(v.Type()).marshaler {
 		// Quantity, Time, IntOrString, RawExtension…: leaves in JSON form.
 		if v.IsZero() && !explicit {
 			return nil, false
@@ -181,19 +182,9 @@ func walk(v reflect.Value, explicit bool) (any, bool) {
 }
 
 func walkStruct(v reflect.Value, out map[string]any) {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		fv := v.Field(i)
-		if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
+	for _, f := range infoOf(v.Type()).fields {
+		fv := v.Field(f.index)
+		if f.inline {
 			for fv.Kind() == reflect.Pointer {
 				if fv.IsNil() {
 					break
@@ -205,13 +196,59 @@ func walkStruct(v reflect.Value, out map[string]any) {
 			}
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
 		if e, ok := walk(fv, false); ok {
-			out[name] = e
+			out[f.name] = e
 		}
 	}
+}
+
+// typeInfo is what walk needs to know of a Go type, read once per type:
+// whether it marshals itself to JSON, and its fields by JSON name.
+type typeInfo struct {
+	marshaler bool
+	fields    []fieldInfo
+}
+
+type fieldInfo struct {
+	index  int
+	name   string
+	inline bool
+}
+
+// typeInfos memoises typeInfo per reflect.Type. It holds facts derived from
+// the type alone (never configuration or objects), written once per type,
+// so it cannot make two callers observe different behaviour; it grows only
+// with the number of Go types declared.
+var typeInfos sync.Map
+
+func infoOf(t reflect.Type) *typeInfo {
+	if ti, ok := typeInfos.Load(t); ok {
+		return ti.(*typeInfo)
+	}
+	ti := &typeInfo{marshaler: t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler)}
+	if t.Kind() == reflect.Struct {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
+				ti.fields = append(ti.fields, fieldInfo{index: i, inline: true})
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			ti.fields = append(ti.fields, fieldInfo{index: i, name: name})
+		}
+	}
+	actual, _ := typeInfos.LoadOrStore(t, ti)
+	return actual.(*typeInfo)
 }
 
 func marshalLeaf(v reflect.Value) (any, bool) {

@@ -52,7 +52,8 @@ func run() error {
 	workers := flag.Int("workers", 0, "override reconcile workers")
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
-	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>.pprof) into this directory")
+	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>-<N>.pprof) into this directory")
+	phaseProfiles := flag.String("phaseprofiles", "", "write the CPU profile of each measured phase (cpu-<scenario>-<contender>-<N>.pprof, the one its CPU figures come from) into this directory; not with --cpuprofile")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 
@@ -103,7 +104,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	t0 := time.Now()
-	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles, Passes: ps})
+	rep, err := bench.Run(ctx, bench.Options{Out: *out, Mode: mode, Isolated: iso, Settings: s, Contenders: split(*contenders), Scenarios: split(*scenarios), Log: os.Stderr, HeapProfiles: *heapProfiles, Passes: ps, PhaseProfiles: *phaseProfiles})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,152 @@
+package ensure
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// maxVerified bounds an Ensurer's memory of verified children (verified):
+// 65,536 children, about 10 MiB. Past it, an arbitrary entry makes room: that
+// child is compared again the next time, which is all forgetting costs.
+const maxVerified = 1 << 16
+
+// verified remembers, per child, the last comparison that found the cached
+// object holding its declaration (Unchanged): the object's UID and
+// resourceVersion and a digest of the declaration. Any write to the object
+// by anyone (an edit, a status update, a delete and re-create) changes its
+// resourceVersion or UID, and any change of the declaration or its owner
+// changes the digest; either makes the next Ensure compare in full again,
+// so drift is still found and corrected. What the memo saves is the
+// conversion of the cached object to a tree, the record and the
+// comparison when neither side moved. Entries go when ensure sees the
+// child gone (the cache has no such object, or it pruned it), and the memo
+// holds at most maxVerified entries.
+type verified struct {
+	mu      sync.Mutex
+	entries map[objectKey]verifiedEntry
+}
+
+type verifiedEntry struct {
+	uid    types.UID
+	rv     string
+	digest [sha256.Size]byte
+}
+
+// holds reports whether the child at k, now at uid and rv, was found to
+// hold the declaration with digest d and has not changed since.
+func (v *verified) holds(k objectKey, uid types.UID, rv string, d [sha256.Size]byte) bool {
+	if rv == "" {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.entries[k]
+	return ok && e.uid == uid && e.rv == rv && e.digest == d
+}
+
+// set records that the child at k, at uid and rv, holds the declaration
+// with digest d.
+func (v *verified) set(k objectKey, uid types.UID, rv string, d [sha256.Size]byte) {
+	if rv == "" || uid == "" {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.entries == nil {
+		v.entries = map[objectKey]verifiedEntry{}
+	}
+	if _, ok := v.entries[k]; !ok && len(v.entries) >= maxVerified {
+		for old := range v.entries {
+			delete(v.entries, old)
+			break
+		}
+	}
+	v.entries[k] = verifiedEntry{uid: uid, rv: rv, digest: d}
+}
+
+// forget drops what is known of the child at k.
+func (v *verified) forget(k objectKey) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.entries, k)
+}
+
+// declDigest is a digest of everything an Ensure of one child reads besides
+// the live object: the declaration (every field and value, map keys in
+// order) and the owner it is linked to.
+func declDigest(decl map[string]any, oi ownerInfo, ownerRef bool) [sha256.Size]byte {
+	var b bytes.Buffer
+	b.WriteString(string(oi.uid))
+	b.WriteByte(0)
+	b.WriteString(oi.annotation)
+	b.WriteByte(0)
+	b.WriteString(oi.gvk.String())
+	b.WriteByte(0)
+	b.WriteString(oi.name)
+	if ownerRef {
+		b.WriteString("\x00ref")
+	}
+	b.WriteByte(0)
+	writeValue(&b, decl)
+	return sha256.Sum256(b.Bytes())
+}
+
+// writeValue writes a tree unambiguously: every string with its length, map
+// keys in order, each value with its type.
+func writeValue(b *bytes.Buffer, v any) {
+	str := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for _, k := range keys {
+			str(k)
+			writeValue(b, t[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for _, e := range t {
+			writeValue(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		b.WriteByte('s')
+		str(t)
+	case bool:
+		if t {
+			b.WriteByte('T')
+		} else {
+			b.WriteByte('F')
+		}
+	case int64:
+		b.WriteByte('i')
+		b.WriteString(strconv.FormatInt(t, 10))
+		b.WriteByte(';')
+	case float64:
+		b.WriteByte('f')
+		b.WriteString(strconv.FormatUint(math.Float64bits(t), 16))
+		b.WriteByte(';')
+	case nil:
+		b.WriteByte('n')
+	default:
+		// Other JSON-like values (json.Number…), by type and text.
+		b.WriteByte('x')
+		str(fmt.Sprintf("%T:%v", t, t))
+	}
+}
