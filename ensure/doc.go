@@ -57,7 +57,11 @@
 //   - Read-your-writes. An Ensurer remembers objects it just created until
 //     its cache sees them, so a stale cache neither re-creates nor errors; a
 //     create answered AlreadyExists is read once past the cache and treated
-//     as existing, never returned as an error.
+//     as existing, never returned as an error. With [WithInformers] the
+//     record is dropped as soon as the kind's informer has stored the
+//     object, so an object deleted soon after it was created is created
+//     again by the next Ensure once the cache has seen the delete; a patch answered NotFound drops the record and creates the
+//     object in the same Ensure.
 //   - Classified errors, through github.com/opkit/opkit/outcome. Bad
 //     declarations (no name, a disallowed namespace, an unknown kind, a 422
 //     from the API server) are terminal [ErrInvalid] (reason

@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/csaupgrade"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -143,6 +145,8 @@ type Ensurer struct {
 	schemas        schemas
 	records        recordCache
 	verified       verified
+	informers      cache.Informers
+	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -639,6 +643,19 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 			return Change{}, live, err
 		}
 		return t.change(Recreated), out, nil
+	case err != nil && apierrors.IsNotFound(err):
+		// Gone since it was read (a cache or this Ensurer's record of its
+		// create that had not seen the delete): create it again now.
+		e.forget(t.key)
+		fresh, _, derr := e.declaration(t, nil)
+		if derr != nil {
+			return Change{}, nil, derr
+		}
+		created, existing, cerr := e.create(ctx, t, fresh, strategy)
+		if cerr != nil || created != nil {
+			return t.change(Created), created, cerr
+		}
+		return Change{}, existing, fmt.Errorf("%s was not found for a patch and then existed: %w", t, err)
 	case err != nil:
 		return Change{}, live, classify(t, err)
 	case out == nil && adopted:
@@ -696,9 +713,68 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, 
 	}
 }
 
-func (e *Ensurer) remember(t *target, live map[string]any) {
+// watchFor registers, once per kind and with [WithInformers], an event
+// handler on the informer of t's kind that drops this Ensurer's record of an
+// object as soon as the informer has stored it (add or update): from then on
+// the cache answers for the object, so a NotFound from it means the object
+// was deleted, and the next Ensure creates it again. Unstructured kinds are
+// left alone (ensure starts no informer for them).
+func (e *Ensurer) watchFor(ctx context.Context, t *target) {
+	if e.informers == nil {
+		return
+	}
+	if _, ok := t.proto.(runtime.Unstructured); ok {
+		return
+	}
+	e.mu.Lock()
+	if e.watched == nil {
+		e.watched = map[schema.GroupVersionKind]bool{}
+	}
+	done := e.watched[t.key.gvk]
+	e.watched[t.key.gvk] = true
+	e.mu.Unlock()
+	if done {
+		return
+	}
+	inf, err := e.informers.GetInformer(ctx, t.proto, cache.BlockUntilSynced(false))
+	if err == nil {
+		drop := func(obj any) {
+			if o, ok := obj.(client.Object); ok {
+				e.dropSeen(objectKey{gvk: t.key.gvk, namespace: o.GetNamespace(), name: o.GetName()}, o.GetUID())
+			}
+		}
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { drop(obj) },
+			UpdateFunc: func(_, obj any) { drop(obj) },
+		})
+	}
+	if err != nil {
+		e.mu.Lock()
+		delete(e.watched, t.key.gvk)
+		e.mu.Unlock()
+	}
+}
+
+// dropSeen drops the record at key when it is of the object with uid.
+func (e *Ensurer) dropSeen(key objectKey, uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r, ok := e.recent[key]; ok {
+		if u, _, _ := unstructured.NestedString(r.live, "metadata", "uid"); u == string(uid) {
+			delete(e.recent, key)
+		}
+	}
+}
+
+// forget drops the record of the object at key.
+func (e *Ensurer) forget(key objectKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.recent, key)
+}
+
+func (e *Ensurer) remember(ctx context.Context, t *target, live map[string]any) {
+	e.mu.Lock()
 	now := e.now()
 	for k, r := range e.recent {
 		if now.Sub(r.at) >= recentTTL {
@@ -706,6 +782,24 @@ func (e *Ensurer) remember(t *target, live map[string]any) {
 		}
 	}
 	e.recent[t.key] = record{live: live, at: now}
+	e.mu.Unlock()
+	if e.informers == nil {
+		return
+	}
+	// Record first, then the handler and a look at the cache: an informer
+	// that stored the object before the record existed is seen by the look,
+	// one that stores it later calls the handler.
+	e.watchFor(ctx, t)
+	if _, ok := t.proto.(runtime.Unstructured); ok {
+		return
+	}
+	probe, ok := t.proto.DeepCopyObject().(client.Object)
+	if !ok {
+		return
+	}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: t.key.namespace, Name: t.key.name}, probe); err == nil {
+		e.dropSeen(t.key, probe.GetUID())
+	}
 }
 
 func (t *target) unstructured(obj map[string]any) *unstructured.Unstructured {
@@ -733,7 +827,7 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 		live, err := e.readLive(ctx, t)
 		switch {
 		case err == nil:
-			e.remember(t, live)
+			e.remember(ctx, t, live)
 			return nil, live, nil
 		case !apierrors.IsNotFound(err):
 			return nil, nil, fmt.Errorf("get %s: %w", t, err)
@@ -748,7 +842,7 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 		if err != nil {
 			return nil, nil, classify(t, err)
 		}
-		e.remember(t, u.Object)
+		e.remember(ctx, t, u.Object)
 		return u.Object, nil, nil
 	}
 	u := t.unstructured(runtime.DeepCopyJSON(decl))
@@ -759,7 +853,7 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 	if err != nil {
 		return nil, nil, classify(t, err)
 	}
-	e.remember(t, u.Object)
+	e.remember(ctx, t, u.Object)
 	return u.Object, nil, nil
 }
 
@@ -770,7 +864,7 @@ func (e *Ensurer) existing(ctx context.Context, t *target, cause error) (created
 		// is a cache): retry later, not in a loop.
 		return nil, nil, fmt.Errorf("%s exists (%w) but cannot be read: %w", t, cause, err)
 	}
-	e.remember(t, live)
+	e.remember(ctx, t, live)
 	return nil, live, nil
 }
 

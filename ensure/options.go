@@ -2,6 +2,7 @@ package ensure
 
 import (
 	"k8s.io/client-go/openapi"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -68,6 +69,21 @@ func WithStrategy(s Strategy) Option { return func(e *Ensurer) { e.strategy = s 
 // apply would create an object the cache does not show. Pass the manager's
 // GetAPIReader(). The default is the Ensurer's client.
 func WithAPIReader(r client.Reader) Option { return func(e *Ensurer) { e.apiReader = r } }
+
+// WithInformers gives the Ensurer the informers of the cache its client
+// reads (the manager's cache), so it knows when that cache has stored an
+// object it created: its record of the create (see read-your-writes in the
+// package documentation) is dropped as soon as the kind's informer has
+// stored the object (an event handler on the informer), and from then on
+// the cache's NotFound is the truth — the object was deleted since — and
+// the next Ensure creates it again. Without it, such a record stands in
+// until an Ensure finds the object in the cache, or for a minute; a patch
+// answered NotFound drops it and creates the object, but a declaration
+// that equals the record sends no request and the object stays missing
+// until then. Unstructured declarations are not tracked this way (ensure
+// starts no informer for them). The reconciler package's builder sets this
+// option.
+func WithInformers(i cache.Informers) Option { return func(e *Ensurer) { e.informers = i } }
 
 // WithAdoption sets the adoption policy (default [AdoptNever]).
 func WithAdoption(p AdoptionPolicy) Option { return func(e *Ensurer) { e.adopt = p } }

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
@@ -187,7 +189,10 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 //
 // [WithoutWatch], [WithoutPrune] and [WithoutIndex] turn each off;
 // [WithCreateOnly] and [WithRecreateOnChange] set per-field write policies
-// for the kind.
+// for the kind. An *unstructured.Unstructured obj of a kind the client's
+// scheme knows (apps/v1 Deployment) is watched, indexed and pruned as the
+// typed kind: the owner index must be on the informer prune lists, and
+// ensure lists a kind the scheme knows typed.
 func (b *Builder[T]) Owns(obj client.Object, opts ...OwnsOption) *Builder[T] {
 	b.afterEnsurer("Owns")
 	o := &owned{obj: obj}
@@ -442,6 +447,11 @@ func (b *Builder[T]) newEnsurer() (*ensure.Ensurer, error) {
 		return nil, err
 	}
 	opts := []ensure.Option{ensure.WithAPIReader(b.apiReader)}
+	if b.cache != nil {
+		// A child created and deleted before the next reconcile is created
+		// again at once, not served from ensure's record of its create.
+		opts = append(opts, ensure.WithInformers(b.cache))
+	}
 	if b.mgr != nil {
 		// Custom-resource children merge lists by their CRD schema, read once
 		// per group-version from /openapi/v3 (open to every authenticated
@@ -504,6 +514,19 @@ func (b *Builder[T]) resolveOwns() error {
 			return fmt.Errorf("reconciler %s: Owns(%T): %w", b.name, o.obj, err)
 		}
 		o.gvk, o.mappedGVK = gvk, true
+		// An unstructured prototype of a kind the scheme knows is watched,
+		// indexed and pruned through the typed informer: the index must be
+		// on the informer prune lists, and ensure lists a kind the scheme
+		// knows typed (the informer the manager's client reads by default).
+		if _, ok := o.obj.(*unstructured.Unstructured); ok {
+			if typed, err := b.client.Scheme().New(gvk); err == nil {
+				if t, ok := typed.(client.Object); ok {
+					if _, still := t.(runtime.Unstructured); !still {
+						o.obj = t
+					}
+				}
+			}
+		}
 	}
 	return nil
 }

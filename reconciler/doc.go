@@ -17,10 +17,20 @@
 //   - Children are ensured through [ensure.Ensurer]: a steady state costs zero
 //     API requests, a field the operator stops declaring is removed from the
 //     child (fields other actors own are kept), and children no longer
-//     desired are pruned.
+//     desired are pruned. A child deleted soon after it was created is
+//     created again by the next reconcile once the cache has seen the
+//     delete (ensure.WithInformers), not served from ensure's record of the
+//     create.
 //   - Status is written once per reconcile at most, as a merge patch of the
 //     status subresource holding only what changed, and not at all when
-//     nothing changed ([conditions.StatusPatcher]). The error's class
+//     nothing changed ([conditions.StatusPatcher]). The patch is computed
+//     from the newest status this reconciler knows the server holds: when T
+//     is read from a cache that has not seen this reconciler's last status
+//     write yet (resourceVersion older than the write's), the reconcile runs
+//     on that write's status and resourceVersion instead of the stale copy,
+//     so a field set back to a value the stale copy shows still reaches the
+//     server, and deciding what was last written sends nothing. (A status
+//     written by someone else is seen once the cache has it.) The error's class
 //     ([outcome.Classify]) sets Reconciling/Stalled ([conditions.ApplyOutcome]);
 //     a conflict changes no condition.
 //   - The error's class decides the requeue ([outcome.Result]): conflicts
@@ -46,7 +56,11 @@
 //     and Ready stay as a success leaves them, so kstatus reads Current.
 //   - Owns(obj, opts…) declares one child kind with watch, prune and index
 //     as separate choices ([WithoutWatch], [WithoutPrune], [WithoutIndex]) and
-//     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). A
+//     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). An
+//     *unstructured.Unstructured prototype of a kind the scheme knows is
+//     watched, indexed and pruned as the typed kind, so the owner index is on
+//     the informer prune lists (one informer per kind, the one the manager's
+//     client reads by default). A
 //     watched child's change reconciles its owner whether it is linked by a
 //     controller ownerReference or only by ensure's owner label
 //     (cluster-scoped and cross-namespace children).

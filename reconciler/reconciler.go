@@ -112,6 +112,7 @@ type Reconciler[T client.Object] struct {
 	steps        Steps[T]
 	share        *shared
 	external     *external.Reconciler[T]
+	ownWrites    ownWrites
 }
 
 // Steps are the parts of a reconcile that can be replaced one by one. A nil
@@ -143,6 +144,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return outcome.Result(fmt.Errorf("get %s: %w", req.NamespacedName, err))
 	}
+	// A cache that has not seen this reconciler's last status write yet
+	// shows the status from before it: reconcile what was written instead.
+	r.ownWrites.overlay(obj, func() client.Object { return r.newObject() })
 	if isSet(obj, AnnotationPaused) {
 		return outcome.Result(r.pause(ctx, obj))
 	}
@@ -250,6 +254,7 @@ func successWait(sooner time.Duration, err error) (time.Duration, error) {
 
 // forget drops what the metrics remember about an object that is gone.
 func (r *Reconciler[T]) forget(key types.NamespacedName) {
+	r.ownWrites.forget(key)
 	r.metrics.ForgetObject(r.name, key)
 	if r.external != nil {
 		r.external.Forget(key)
@@ -392,7 +397,10 @@ func (r *Reconciler[T]) get(ctx context.Context, key types.NamespacedName, obj T
 }
 
 func (r *Reconciler[T]) writeStatus(ctx context.Context, p *conditions.StatusPatcher[T], obj T) error {
-	_, err := p.Patch(ctx, r.client, obj)
+	wrote, err := p.Patch(ctx, r.client, obj)
+	if wrote {
+		r.ownWrites.remember(obj)
+	}
 	return err
 }
 

@@ -1,0 +1,137 @@
+package reconciler
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownWriteTTL bounds how long the status of a write is remembered for a
+// cache that has not seen it. Informers deliver within milliseconds; an
+// entry this old is dropped on the next write.
+const ownWriteTTL = time.Minute
+
+// ownWrites is T's read-your-writes: the status the default status step
+// last wrote, per object, with the resourceVersion the write returned.
+//
+// A status write is a JSON merge patch from the status as read to the
+// status the reconcile computed. Read from a cache that has not seen the
+// previous write yet, a field the reconcile sets back to its old value is
+// equal in the stale copy and is left out of the patch, so the server keeps
+// the newer value though the write succeeds (or nothing is sent at all).
+// With the last write laid over the stale copy, the patch is computed from
+// what the server holds, and a reconcile that decides what was last written
+// still sends nothing.
+type ownWrites struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]ownWrite
+}
+
+type ownWrite struct {
+	uid    types.UID
+	rv     string
+	status any
+	at     time.Time
+}
+
+// remember records obj's status as the server returned it from a write.
+func (w *ownWrites) remember(obj client.Object) {
+	status, err := statusOf(obj)
+	if err != nil || obj.GetResourceVersion() == "" {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.entries == nil {
+		w.entries = map[types.NamespacedName]ownWrite{}
+	}
+	for k, e := range w.entries {
+		if now.Sub(e.at) >= ownWriteTTL {
+			delete(w.entries, k)
+		}
+	}
+	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{uid: obj.GetUID(), rv: obj.GetResourceVersion(), status: status, at: now}
+}
+
+// forget drops what is remembered of the object at key.
+func (w *ownWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.entries, key)
+}
+
+// overlay lays the remembered status (and its resourceVersion) over obj
+// when obj, as read, is older than that write; when obj is that write or
+// newer, the entry is dropped. newObject makes an empty T for typed objects.
+func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
+	key := client.ObjectKeyFromObject(obj)
+	w.mu.Lock()
+	e, ok := w.entries[key]
+	w.mu.Unlock()
+	if !ok {
+		return
+	}
+	cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
+	if e.uid != obj.GetUID() || err != nil || cmp >= 0 {
+		w.mu.Lock()
+		if cur, ok := w.entries[key]; ok && cur.rv == e.rv {
+			delete(w.entries, key)
+		}
+		w.mu.Unlock()
+		return
+	}
+	if setStatus(obj, runtime.DeepCopyJSONValue(e.status), newObject) == nil {
+		obj.SetResourceVersion(e.rv)
+	}
+}
+
+// statusOf returns a deep copy of obj's status as unstructured JSON values.
+func statusOf(obj client.Object) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return runtime.DeepCopyJSONValue(u.Object["status"]), nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return content["status"], nil
+}
+
+// setStatus replaces obj's status with status.
+func setStatus(obj client.Object, status any, newObject func() client.Object) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if status == nil {
+			delete(u.Object, "status")
+		} else {
+			u.Object["status"] = status
+		}
+		return nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	if status == nil {
+		delete(content, "status")
+	} else {
+		content["status"] = status
+	}
+	fresh := newObject()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, fresh); err != nil {
+		return err
+	}
+	dst, src := reflect.ValueOf(obj), reflect.ValueOf(fresh)
+	if dst.Kind() != reflect.Pointer || src.Type() != dst.Type() {
+		return fmt.Errorf("reconciler: cannot set the status of %T", obj)
+	}
+	dst.Elem().Set(src.Elem())
+	return nil
+}

@@ -1,0 +1,200 @@
+package reconciler_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit/opkit/reconciler"
+	"github.com/opkit/opkit/testenv"
+)
+
+// A reconcile that reads T from a cache that has not seen this reconciler's
+// last status write must still leave the status it computed on the server.
+// Here the reader serves T as it was before that write (the stalest a lagging
+// informer can be): the status went A → B, the stale copy shows A, and the
+// reconcile decides A again. A merge patch computed from the stale copy
+// leaves phase out (A → A), so before the fix nothing was sent and the server
+// kept B: `phase on the server = "B", want "A"`.
+func TestStatusWriteFromAStaleReadLosesNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	cfg, requests := testenv.CountRequests(env.Config)
+	real, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		stale *Gadget
+		want  string
+	)
+	c := interceptor.NewClient(real, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			g, ok := obj.(*Gadget)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok || stale == nil {
+				return c.Get(ctx, key, obj, opts...)
+			}
+			*g = *stale.DeepCopyObject().(*Gadget)
+			return nil
+		},
+	})
+	r, err := reconciler.ForClient(c, "gadget-stale", newGadget).
+		Status(func(ctx context.Context, g *Gadget, o reconciler.Observed) error {
+			mu.Lock()
+			g.Status.Phase = want
+			mu.Unlock()
+			return markReady(ctx, g, o)
+		}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale"}, Spec: GadgetSpec{Value: "one"}})
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
+	reconcileWith := func(phase string) {
+		t.Helper()
+		mu.Lock()
+		want = phase
+		mu.Unlock()
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serverPhase := func() string {
+		t.Helper()
+		live := &Gadget{}
+		if err := env.Client.Get(ctx, req.NamespacedName, live); err != nil {
+			t.Fatal(err)
+		}
+		return live.Status.Phase
+	}
+
+	reconcileWith("A")
+	before := &Gadget{}
+	if err := env.Client.Get(ctx, req.NamespacedName, before); err != nil || before.Status.Phase != "A" {
+		t.Fatalf("first write: phase %q, %v", before.Status.Phase, err)
+	}
+	reconcileWith("B")
+	if p := serverPhase(); p != "B" {
+		t.Fatalf("second write: phase %q, want B", p)
+	}
+
+	// The cache lags: it still shows the object as it was with phase A.
+	mu.Lock()
+	stale = before
+	mu.Unlock()
+	requests.Reset()
+	reconcileWith("A")
+	if p := serverPhase(); p != "A" {
+		t.Fatalf("phase on the server = %q, want %q (the status write from a stale read lost it; requests:\n%s)", p, "A", requests)
+	}
+	if n := requests.Writes(); n != 1 {
+		t.Fatalf("the reconcile from a stale read wrote %d times, want 1:\n%s", n, requests)
+	}
+
+	// Still stale, nothing new: a no-op, no request.
+	requests.Reset()
+	reconcileWith("A")
+	if n := requests.Total(); n != 0 {
+		t.Fatalf("a no-op reconcile from the same stale read made %d requests:\n%s", n, requests)
+	}
+	if p := serverPhase(); p != "A" {
+		t.Fatalf("phase on the server = %q after a no-op, want A", p)
+	}
+
+	// The cache catches up: still a no-op.
+	mu.Lock()
+	stale = nil
+	mu.Unlock()
+	requests.Reset()
+	reconcileWith("A")
+	if n := requests.Writes(); n != 0 {
+		t.Fatalf("a no-op reconcile from a fresh read wrote %d times:\n%s", n, requests)
+	}
+}
+
+// A child ensure created, deleted by someone soon after, is created again by
+// the next reconcile, not served from ensure's record of its create until
+// that record expires. The informer cache here has seen both the create and
+// the delete before the second reconcile; before the fix the reconcile
+// reported the child unchanged and it stayed missing:
+// `child not created again: configmaps "gone-data" not found`.
+func TestChildDeletedSoonAfterCreateIsCreatedAgain(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme, Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reconciler.ForClient(c, "gadget-gone", newGadget).
+		WithCache(informers).
+		Owns(&corev1.ConfigMap{}).
+		Children(func(_ context.Context, g *Gadget) ([]client.Object, error) {
+			return []client.Object{&corev1.ConfigMap{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name + "-data"},
+				Data:       map[string]string{"value": g.Spec.Value},
+			}}, nil
+		}).
+		Status(markReady).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = informers.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}, Spec: GadgetSpec{Value: "one"}})
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
+	waitFor(t, 10*time.Second, "gadget cached", func() (bool, error) {
+		err := informers.Get(ctx, req.NamespacedName, &Gadget{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: "gone-data"}
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, key, cm); err != nil {
+		t.Fatalf("child not created: %v", err)
+	}
+	// Someone deletes the child soon after; the cache sees the create and
+	// the delete, and no reconcile ran in between.
+	waitFor(t, 10*time.Second, "child cached", func() (bool, error) {
+		err := informers.Get(ctx, key, &corev1.ConfigMap{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err := env.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "child deletion cached", func() (bool, error) {
+		err := informers.Get(ctx, key, &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("child not created again: %v", err)
+	}
+}
