@@ -27,7 +27,6 @@ import (
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	webapp "github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
-	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -99,7 +98,7 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 	if name == Opkit {
 		// opkit's recommended cache options (managedFields stripped), as the
 		// webapp example's main uses them; the baseline keeps the defaults.
-		opts.Cache = reconciler.CacheOptions()
+		opts.Cache = webapp.CacheOptions()
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -117,7 +116,7 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		err = r.SetupWithManager(mgr)
 	default:
 		op.controller = webapp.Name
-		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers})
+		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers, DeclaredOnlyCache: true})
 	}
 	if err != nil {
 		return nil, err

@@ -141,6 +141,9 @@ type Ensurer struct {
 	policyProtos   []fieldPolicy
 	policies       map[schema.GroupVersionKind][]fieldPolicy
 	schemas        schemas
+	// declaredOnly: kinds whose cached copies DeclaredOnly trims.
+	declaredOnlyProtos []client.Object
+	declaredOnly       map[schema.GroupVersionKind]bool
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -202,6 +205,9 @@ func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
 		for _, gvk := range e.prune {
 			e.indexed[gvk] = true
 		}
+	}
+	if err := e.resolveDeclaredOnly(); err != nil {
+		return nil, fmt.Errorf("ensure: declared-only kind: %w", err)
 	}
 	e.policies = map[schema.GroupVersionKind][]fieldPolicy{}
 	for _, fp := range e.policyProtos {
@@ -563,6 +569,10 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	}
 	t.shape = sh
 	live, err := e.cached(ctx, t)
+	if err == nil && !t.record {
+		// CreateOrPatch's mutate sees the whole live object.
+		live, err = e.trimmedLive(ctx, t, live)
+	}
 	if err != nil {
 		return Change{}, nil, err
 	}
@@ -834,6 +844,10 @@ func (e *Ensurer) patch(ctx context.Context, t *target, decl map[string]any, set
 	if set != nil {
 		if subset(decl, live, t.shape, keyedSubset) {
 			return nil, nil
+		}
+		var err error
+		if live, err = e.trimmedLive(ctx, t, live); err != nil {
+			return nil, err
 		}
 		rm := &fieldpath.Set{}
 		if old := recordOf(live); old != nil {
