@@ -407,7 +407,7 @@ func trimReflect(v reflect.Value, set *fieldpath.Set) {
 
 // fieldByJSONName returns the field of struct v (through pointers and
 // inline structs) that encoding/json names name, as a reflect.Value; ok is
-// false when there is none or it is a nil pointer.
+// false when there is none or it holds its zero value.
 func fieldByJSONName(v reflect.Value, name string) (any, bool) {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
@@ -436,7 +436,10 @@ func fieldByJSONName(v reflect.Value, name string) (any, bool) {
 		}
 		if tag == name {
 			fv := v.Field(i)
-			if fv.Kind() == reflect.Pointer && fv.IsNil() {
+			if fv.IsZero() {
+				// A nil pointer, or a zero value encoding/json may omit:
+				// ensure's record then named the item by the schema's
+				// default, which a typed object does not show.
 				return nil, false
 			}
 			return fv, true
