@@ -8,8 +8,11 @@ import (
 )
 
 // CacheOptions returns the manager cache options the webapp operator runs
-// with: reconciler.CacheOptions (managedFields stripped, label and
-// annotation strings shared) and, for Deployments, reconciler.CacheDeclaredOnly
+// with: reconciler.CacheOptions with reconciler.SharedMaps as the default
+// transform (managedFields stripped, label and annotation strings shared,
+// equal label maps — the owner labels on all three children, the app labels
+// a Deployment selects by and a Service selects by — one map) and, for
+// Deployments, reconciler.CacheDeclaredOnly
 // keeping spec.replicas (the status step reads the replicas an autoscaler
 // set): the cached Deployments the operator wrote hold their metadata, their
 // status and the fields it declares, without the server-defaulted rest of
@@ -17,5 +20,7 @@ import (
 // [Options].DeclaredOnlyCache set, which declares the Deployment kind with
 // reconciler.WithDeclaredOnlyCache to match.
 func CacheOptions() cache.Options {
-	return reconciler.CacheDeclaredOnly(reconciler.CacheOptions(), &appsv1.Deployment{}, "spec.replicas")
+	opts := reconciler.CacheOptions()
+	opts.DefaultTransform = reconciler.NewSharedMaps().Transform
+	return reconciler.CacheDeclaredOnly(opts, &appsv1.Deployment{}, "spec.replicas")
 }
