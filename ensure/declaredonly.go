@@ -3,6 +3,7 @@ package ensure
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -266,7 +267,11 @@ func scalarValue(v any) (value.Value, bool) {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			v = rv.Int()
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			v = int64(rv.Uint())
+			u := rv.Uint()
+			if u > math.MaxInt64 {
+				return nil, false
+			}
+			v = int64(u)
 		case reflect.Bool:
 			v = rv.Bool()
 		case reflect.Float32, reflect.Float64:
