@@ -139,3 +139,38 @@ func TestDeclaredOnlyCacheCorrectsDriftAndKeepsOthers(t *testing.T) {
 		})
 	}
 }
+
+// The control case: an Ensurer not told that its cache trims Deployments
+// computes its merge patch from the trimmed copy, and the sidecar another
+// actor added is lost. This is what WithDeclaredOnlyCache prevents.
+func TestDeclaredOnlyCacheWithoutTheOptionLosesOthersItems(t *testing.T) {
+	ctx := testCtx(t)
+	ns := env.Namespace(t)
+	h := newTrimmedHarness(t, ns)
+	owner := newOwner(t, ns, "app")
+	e := h.ensurer(t, ensure.MergePatch)
+	dep, _, _ := children("nginx:1")
+	if _, err := e.Ensure(ctx, owner, dep); err != nil {
+		t.Fatal(err)
+	}
+	live := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: dep.Name}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Template.Spec.Containers[0].Image = "nginx:drifted"
+	live.Spec.Template.Spec.Containers = append(live.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "proxy:1"})
+	if err := env.Client.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached(t, live)
+	if _, err := e.Ensure(ctx, owner, dep); err != nil {
+		t.Fatal(err)
+	}
+	got := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(live), got); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("control case: %d containers after a patch from the trimmed copy, want the sidecar lost (1); the test of WithDeclaredOnlyCache proves nothing", n)
+	}
+}
