@@ -96,8 +96,10 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if name == Opkit {
-		// opkit's recommended cache options (managedFields stripped), as the
-		// webapp example's main uses them; the baseline keeps the defaults.
+		// The webapp example's cache options, as its main uses them
+		// (managedFields stripped, equal label maps shared, Deployments
+		// cached with only their declared fields, metadata and status); the
+		// baseline keeps the defaults.
 		opts.Cache = webapp.CacheOptions()
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
