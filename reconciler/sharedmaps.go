@@ -21,11 +21,13 @@ const sharedMapsBound = 1 << 14
 
 // SharedMaps is a cache transform (cache.Options.DefaultTransform or
 // ByObject[…].Transform) that does what [CompactMetadata] does and then
-// makes equal string maps of cached objects one map: the labels and
-// annotations of every object, and the label maps in the specs of the kinds
-// operators own most (the selector and pod template labels and annotations
-// of Deployments, StatefulSets, DaemonSets, ReplicaSets and Jobs; a
-// Service's selector). An operator that puts one label set on every child
+// makes equal label maps of cached objects one map: the labels of every
+// object, and the label maps in the specs of the kinds operators own most
+// (the selector and pod template labels of Deployments, StatefulSets,
+// DaemonSets, ReplicaSets and Jobs; a Service's selector). Annotation maps
+// (ensure's record and owner annotation make them differ between children)
+// keep one map per object, their strings shared as [CompactMetadata] shares
+// them, the pod template's too. An operator that puts one label set on every child
 // of an owner (ensure's owner labels, the app labels a Deployment also
 // selects by) then caches one copy of it per owner instead of one per child
 // and per field.
@@ -53,12 +55,12 @@ func (s *SharedMaps) Transform(obj any) (any, error) {
 	if err != nil {
 		return obj, err
 	}
+	// Annotations are left one map per object: ensure's record and owner
+	// annotation make them differ between any two children, and a table
+	// entry per map that is never shared would cost more than it saves.
 	if m, ok := obj.(metav1.Object); ok {
 		if l := m.GetLabels(); len(l) > 0 {
 			m.SetLabels(s.shared(l))
-		}
-		if a := m.GetAnnotations(); len(a) > 0 {
-			m.SetAnnotations(s.shared(a))
 		}
 	}
 	switch o := obj.(type) {
@@ -91,7 +93,7 @@ func (s *SharedMaps) selector(sel *metav1.LabelSelector) {
 
 func (s *SharedMaps) template(t *corev1.PodTemplateSpec) {
 	t.Labels = s.shared(interned(t.Labels))
-	t.Annotations = s.shared(interned(t.Annotations))
+	t.Annotations = interned(t.Annotations)
 }
 
 // shared returns the remembered map equal to m, or remembers m. Keys and
