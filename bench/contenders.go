@@ -27,7 +27,6 @@ import (
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	webapp "github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
-	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -97,9 +96,11 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if name == Opkit {
-		// opkit's recommended cache options (managedFields stripped), as the
-		// webapp example's main uses them; the baseline keeps the defaults.
-		opts.Cache = reconciler.CacheOptions()
+		// The webapp example's cache options, as its main uses them
+		// (managedFields stripped, equal label maps shared, Deployments
+		// cached with only their declared fields, metadata and status); the
+		// baseline keeps the defaults.
+		opts.Cache = webapp.CacheOptions()
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -117,7 +118,7 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		err = r.SetupWithManager(mgr)
 	default:
 		op.controller = webapp.Name
-		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers})
+		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers, DeclaredOnlyCache: true})
 	}
 	if err != nil {
 		return nil, err

@@ -147,6 +147,9 @@ type Ensurer struct {
 	verified       verified
 	informers      cache.Informers
 	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
+	// declaredOnly: kinds whose cached copies DeclaredOnly trims.
+	declaredOnlyProtos []client.Object
+	declaredOnly       map[schema.GroupVersionKind]bool
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -208,6 +211,9 @@ func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
 		for _, gvk := range e.prune {
 			e.indexed[gvk] = true
 		}
+	}
+	if err := e.resolveDeclaredOnly(); err != nil {
+		return nil, fmt.Errorf("ensure: declared-only kind: %w", err)
 	}
 	e.policies = map[schema.GroupVersionKind][]fieldPolicy{}
 	for _, fp := range e.policyProtos {
@@ -582,6 +588,10 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 	}
 	t.shape = sh
 	live, unchanged, err := e.cached(ctx, t)
+	if err == nil && !t.record {
+		// CreateOrPatch's mutate sees the whole live object.
+		live, err = e.trimmedLive(ctx, t, live)
+	}
 	if err != nil {
 		return Change{}, nil, err
 	}
@@ -963,6 +973,10 @@ func (e *Ensurer) patch(ctx context.Context, t *target, decl map[string]any, set
 	if set != nil {
 		if subset(decl, live, t.shape, keyedSubset) {
 			return nil, nil
+		}
+		var err error
+		if live, err = e.trimmedLive(ctx, t, live); err != nil {
+			return nil, err
 		}
 		rm := &fieldpath.Set{}
 		if old := recordOf(live); old != nil {

@@ -128,6 +128,7 @@ type owned struct {
 	createOnly, recreate []string
 	predicates           []predicate.Predicate
 	mappedGVK            bool
+	declaredOnly         bool // the cache trims the kind (WithDeclaredOnlyCache)
 }
 
 // OwnsOption configures one [Builder.Owns] declaration.
@@ -180,7 +181,7 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 //     child's controller ownerReference (queued under the owner's own key:
 //     no namespace for a cluster-scoped owner), or, for children linked only by
 //     ensure's owner label (cluster-scoped children of a namespaced owner,
-//     children in another namespace), through an index of T by UID;
+//     children in another namespace), through the owner its ensure.AnnotationOwner names, checked by UID in the cache (no index);
 //   - prune: children of the kind that the DesiredFunc no longer declares
 //     are deleted;
 //   - index: the cache indexes children of the kind by owner
@@ -370,9 +371,9 @@ func (b *Builder[T]) WithSteps(s Steps[T]) *Builder[T] {
 }
 
 // registerIndexes registers, once, the cache field indexes the declarations
-// need: ensure.OwnerIndex on indexed Owns kinds, T by UID when an Owns kind
-// is watched (label-linked children find their owner), and T by each
-// [Builder.References] key.
+// need: ensure.OwnerIndex on indexed Owns kinds and T by each
+// [Builder.References] key. (Label-linked children find their owner by
+// ensure.AnnotationOwner, without an index: ownerByLabel.)
 func (b *Builder[T]) registerIndexes() error {
 	if b.indexed {
 		return nil
@@ -394,13 +395,6 @@ func (b *Builder[T]) registerIndexes() error {
 			if err := ensure.IndexOwner(ctx, b.cache, o.obj); err != nil {
 				return fmt.Errorf("reconciler %s: %w", b.name, err)
 			}
-		}
-	}
-	if slices.ContainsFunc(b.owns, func(o *owned) bool { return !o.noWatch }) && b.mgr != nil {
-		if err := indexField(ctx, b.cache, b.newObject(), indexUID, func(obj client.Object) []string {
-			return []string{string(obj.GetUID())}
-		}); err != nil {
-			return fmt.Errorf("reconciler %s: %w", b.name, err)
 		}
 	}
 	for _, r := range b.refs {
@@ -477,6 +471,9 @@ func (b *Builder[T]) newEnsurer() (*ensure.Ensurer, error) {
 		}
 		if len(o.recreate) > 0 {
 			opts = append(opts, ensure.WithRecreateOnChange(o.obj, o.recreate...))
+		}
+		if o.declaredOnly {
+			opts = append(opts, ensure.WithDeclaredOnlyCache(o.obj))
 		}
 	}
 	if len(prune) > 0 {

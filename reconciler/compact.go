@@ -41,6 +41,9 @@ func CompactMetadata(obj any) (any, error) {
 
 // interned returns a copy of in whose keys and values are canonical strings.
 func interned(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return in
+	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
 		out[unique.Make(k).Value()] = unique.Make(v).Value()

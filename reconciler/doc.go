@@ -54,6 +54,13 @@
 //   - outcome.RequeueAfter from a Sync step or StatusFunc is success: the
 //     object is looked at again after the wait (jittered) while Reconciling
 //     and Ready stay as a success leaves them, so kstatus reads Current.
+//   - Cache memory: [CacheOptions] strips managedFields and shares label and
+//     annotation strings ([CompactMetadata]); [SharedMaps] also makes equal
+//     label maps one map; [CacheDeclaredOnly] with [WithDeclaredOnlyCache]
+//     caches a child kind with only its metadata, status and declared
+//     fields, and ensure still corrects drift of every declared field. A
+//     child linked to its owner only by ensure's owner label finds the owner
+//     by its ensure.AnnotationOwner, checked by UID, with no index on T.
 //   - Owns(obj, opts…) declares one child kind with watch, prune and index
 //     as separate choices ([WithoutWatch], [WithoutPrune], [WithoutIndex]) and
 //     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). An

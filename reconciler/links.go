@@ -22,10 +22,6 @@ import (
 	"github.com/opkit/opkit/ensure"
 )
 
-// indexUID is the field index of T by metadata.uid, through which a child
-// linked to its owner only by ensure's owner label finds the owner.
-const indexUID = "reconciler.opkit.dev/uid"
-
 // indexField registers fn as index name of obj's kind; a second
 // registration of the same name (two builders for one kind) is harmless.
 func indexField(ctx context.Context, indexer client.FieldIndexer, obj client.Object, name string, fn client.IndexerFunc) error {
@@ -40,8 +36,7 @@ func indexField(ctx context.Context, indexer client.FieldIndexer, obj client.Obj
 // ownerReference when it names the owner kind (in the child's namespace, or
 // none when the owner kind is cluster-scoped: the owner's key must be the one
 // its own events use, or the work queue would see two objects), else ensure's
-// owner label, resolved to the owner's namespace/name through the UID index on
-// reader.
+// owner label, resolved to the owner's namespace/name by ownerByLabel.
 func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, owner schema.GroupKind, ownerNamespaced func() (bool, error), newObject func() T) handler.MapFunc {
 	return func(ctx context.Context, child client.Object) []reconcile.Request {
 		if ref := metav1.GetControllerOfNoCopy(child); ref != nil {
@@ -63,16 +58,11 @@ func ownerMapper[T client.Object](scheme *runtime.Scheme, reader client.Reader, 
 		if uid == "" {
 			return nil
 		}
-		list, err := listOf(scheme, newObject)
+		reqs, err := ownerByLabel(ctx, scheme, reader, owner, child, uid, newObject)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "map a labelled child to its owner")
-			return nil
 		}
-		if err := reader.List(ctx, list, client.MatchingFields{indexUID: uid}); err != nil {
-			log.FromContext(ctx).Error(err, "map a labelled child to its owner")
-			return nil
-		}
-		return requestsOf(list)
+		return reqs
 	}
 }
 

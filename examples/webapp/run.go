@@ -22,7 +22,6 @@ import (
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
-	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/webhook/webhooktest"
 )
@@ -81,7 +80,7 @@ func run(ctx context.Context, o options) error {
 		wopts.TLSOpts = append(wopts.TLSOpts, o.TLSOpts()...)
 		mopts.WebhookServer = crwebhook.NewServer(wopts)
 	}
-	cacheOpts := reconciler.CacheOptions()
+	cacheOpts := controller.CacheOptions()
 	cacheOpts.DefaultNamespaces = mopts.Cache.DefaultNamespaces // --watch-namespace
 	mopts.Cache = cacheOpts
 	mgr, err := ctrl.NewManager(cfg, mopts)
@@ -98,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	reg := registry.New()
-	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true, DeclaredOnlyCache: true}); err != nil {
 		return err
 	}
 

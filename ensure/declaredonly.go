@@ -1,0 +1,497 @@
+package ensure
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+)
+
+// declaredOnlyMemo bounds how many distinct records a [DeclaredOnly] keeps
+// parsed. A record holds field paths and list keys, not values, so an
+// operator's children share a handful of them; past the bound the memo
+// starts again (a parse costs a few microseconds).
+const declaredOnlyMemo = 1024
+
+// DeclaredOnly is a cache transform (its [DeclaredOnly.Transform] goes into
+// cache.Options.ByObject[…].Transform) that keeps, of each cached child
+// [Ensurer.Ensure] wrote, only what Ensure compares: apiVersion, kind, the
+// whole metadata, the whole status, and of everything else only the fields
+// the child's [AnnotationDeclared] record lists — each recorded leaf, atomic
+// list or atomic map whole, each recorded map key and keyed-list item with
+// its recorded fields. Fields the operator never declared (server defaults
+// such as a PodSpec's dnsPolicy, schedulerName and a container's
+// terminationMessagePath; a Service's clusterIP; other actors' keyed-list
+// items) are dropped from the cached copy; they stay on the API server.
+//
+// Guarantees:
+//
+//   - What Ensure compares is unchanged: a declared field holds the value
+//     the API server sent, so a declared field that drifted is a difference
+//     and is corrected, and a no-op Ensure stays free.
+//   - An object without a record (not written by Ensure, or written before
+//     records existed), with a record that cannot be parsed, or that is not
+//     a metav1.Object passes through unchanged. A list item that cannot be
+//     matched against the record for certain (a key field missing or not a
+//     scalar) is kept whole.
+//   - Cost per object the informer receives: one lookup of the record
+//     string in a memo of parsed records (a parse only for a record not seen
+//     before), then one walk of the object's spec; no conversion to or from
+//     unstructured.
+//
+// What it changes for readers: every reader of the cache (a status step, a
+// mapping function, [Ensurer.CreateOrPatch]) sees children of the kind
+// without their undeclared fields. Use it only for kinds whose undeclared
+// fields nobody reads from the cache, and give the Ensurer
+// [WithDeclaredOnlyCache] for the same kinds: with [MergePatch] a write
+// sends keyed lists whole, built from the live object, so the Ensurer then
+// reads the live object past the cache ([WithAPIReader]) before a write of
+// such a child (a changed child costs one GET more; a no-op still costs
+// nothing). [ServerSideApply] needs no live object to write.
+//
+// A DeclaredOnly is safe for concurrent use by several informers.
+type DeclaredOnly struct {
+	keep    *fieldpath.Set
+	mu      sync.Mutex
+	records map[string]*fieldpath.Set
+}
+
+// NewDeclaredOnly returns a [DeclaredOnly] that also keeps, whole, the
+// fields at keep (dot-separated field names from the object's root, e.g.
+// "spec.replicas", as in [WithCreateOnly]) whether or not the record
+// declares them: undeclared fields a reader of the cache needs (a status
+// step reading the replicas an autoscaler set).
+func NewDeclaredOnly(keep ...string) *DeclaredOnly {
+	d := &DeclaredOnly{keep: &fieldpath.Set{}, records: map[string]*fieldpath.Set{}}
+	for _, p := range splitPaths(keep) {
+		path := make(fieldpath.Path, 0, len(p))
+		for _, f := range p {
+			path = append(path, fieldpath.PathElement{FieldName: &f})
+		}
+		d.keep.Insert(path)
+	}
+	return d
+}
+
+// Transform trims obj in place to what its record declares, as
+// [DeclaredOnly] describes, and returns it. It never returns an error.
+func (d *DeclaredOnly) Transform(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	rec := m.GetAnnotations()[AnnotationDeclared]
+	if rec == "" {
+		return obj, nil
+	}
+	set := d.parsed(rec)
+	if set == nil {
+		return obj, nil
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		for k, v := range u.Object {
+			switch k {
+			case "apiVersion", "kind", "metadata", "status":
+				continue
+			}
+			if kept, keep := trimTree(v, set, k); keep {
+				u.Object[k] = kept
+			} else {
+				delete(u.Object, k)
+			}
+		}
+		return obj, nil
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return obj, nil
+	}
+	trimStruct(v.Elem(), set, true)
+	return obj, nil
+}
+
+// parsed returns the field set rec holds, parsing it once per distinct
+// string; nil when rec is not a field set.
+func (d *DeclaredOnly) parsed(rec string) *fieldpath.Set {
+	d.mu.Lock()
+	set, ok := d.records[rec]
+	d.mu.Unlock()
+	if ok {
+		return set
+	}
+	set = &fieldpath.Set{}
+	if err := set.FromJSON(strings.NewReader(rec)); err != nil {
+		set = nil
+	} else if !d.keep.Empty() {
+		set = set.Union(d.keep)
+	}
+	d.mu.Lock()
+	if len(d.records) >= declaredOnlyMemo {
+		clear(d.records)
+	}
+	d.records[rec] = set
+	d.mu.Unlock()
+	return set
+}
+
+// trimTree trims the JSON value at field name of a map whose declared
+// fields are set; keep is false when nothing of it is declared.
+func trimTree(v any, set *fieldpath.Set, name string) (kept any, keep bool) {
+	pe := fieldpath.PathElement{FieldName: &name}
+	if set.Members.Has(pe) {
+		return v, true
+	}
+	sub, ok := set.Children.Get(pe)
+	if !ok {
+		return nil, false
+	}
+	return trimValue(v, sub), true
+}
+
+// trimValue trims a JSON value whose declared fields (relative to it) are set.
+func trimValue(v any, set *fieldpath.Set) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if kept, keep := trimTree(e, set, k); keep {
+				t[k] = kept
+			} else {
+				delete(t, k)
+			}
+		}
+		return t
+	case []any:
+		out := t[:0]
+		for _, it := range t {
+			pe, known := itemElement(set, func(name string) (any, bool) {
+				m, ok := it.(map[string]any)
+				if !ok {
+					return nil, false
+				}
+				f, ok := m[name]
+				return f, ok && f != nil
+			}, it)
+			switch {
+			case !known:
+				out = append(out, it) // cannot tell: keep it whole
+			case pe == nil:
+				// not declared: drop
+			default:
+				if sub, ok := set.Children.Get(*pe); ok {
+					it = trimValue(it, sub)
+				}
+				out = append(out, it)
+			}
+		}
+		clear(t[len(out):])
+		return out
+	}
+	return v
+}
+
+// itemElement finds the path element of set (a list's declared items) that
+// names a list item: field reads one of the item's key fields, scalar is the
+// item itself. It returns nil, true when the item is certainly not declared,
+// and known false when the item cannot be matched for certain.
+func itemElement(set *fieldpath.Set, field func(string) (any, bool), scalar any) (pe *fieldpath.PathElement, known bool) {
+	known = true
+	try := func(e fieldpath.PathElement) bool {
+		switch {
+		case e.Key != nil:
+			for _, f := range *e.Key {
+				got, ok := field(f.Name)
+				if !ok {
+					known = false
+					return false
+				}
+				gv, ok := scalarValue(got)
+				if !ok {
+					known = false
+					return false
+				}
+				if !value.Equals(gv, f.Value) {
+					return false
+				}
+			}
+			return true
+		case e.Value != nil:
+			sv, ok := scalarValue(scalar)
+			if !ok {
+				known = false
+				return false
+			}
+			return value.Equals(sv, *e.Value)
+		default:
+			// An index (not written by ensure): cannot tell.
+			known = false
+			return false
+		}
+	}
+	var found *fieldpath.PathElement
+	visit := func(e fieldpath.PathElement) {
+		if found == nil && try(e) {
+			found = &e
+		}
+	}
+	set.Members.Iterate(visit)
+	set.Children.Iterate(visit)
+	if found != nil {
+		return found, true
+	}
+	return nil, known
+}
+
+// scalarValue is v as a structured-merge-diff value when it is a scalar
+// (numbers normalised as ensure's record does).
+func scalarValue(v any) (value.Value, bool) {
+	if rv, ok := v.(reflect.Value); ok {
+		for rv.Kind() == reflect.Pointer {
+			if rv.IsNil() {
+				return nil, false
+			}
+			rv = rv.Elem()
+		}
+		switch rv.Kind() {
+		case reflect.String:
+			v = rv.String()
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			v = rv.Int()
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			u := rv.Uint()
+			if u > math.MaxInt64 {
+				return nil, false
+			}
+			v = int64(u)
+		case reflect.Bool:
+			v = rv.Bool()
+		case reflect.Float32, reflect.Float64:
+			v = rv.Float()
+		default:
+			return nil, false
+		}
+	}
+	switch v.(type) {
+	case map[string]any, []any, nil:
+		return nil, false
+	}
+	return value.NewValueInterface(normalizeNumber(v)), true
+}
+
+// trimStruct trims a typed struct whose declared fields are set; top keeps
+// an object's apiVersion, kind, metadata and status whole.
+func trimStruct(v reflect.Value, set *fieldpath.Set, top bool) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		fv := v.Field(i)
+		if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
+			if top && f.Type == reflect.TypeFor[metav1.TypeMeta]() {
+				continue
+			}
+			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Struct {
+				trimStruct(fv, set, false)
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if top {
+			switch name {
+			case "apiVersion", "kind", "metadata", "status":
+				continue
+			}
+		}
+		pe := fieldpath.PathElement{FieldName: &name}
+		if set.Members.Has(pe) {
+			continue
+		}
+		sub, ok := set.Children.Get(pe)
+		if !ok {
+			if !fv.IsZero() {
+				fv.Set(reflect.Zero(fv.Type()))
+			}
+			continue
+		}
+		trimReflect(fv, sub)
+	}
+}
+
+// trimReflect trims a typed value (settable) whose declared fields are set.
+func trimReflect(v reflect.Value, set *fieldpath.Set) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			trimReflect(v.Elem(), set)
+		}
+	case reflect.Struct:
+		if v.Type().Implements(jsonMarshaler) || reflect.PointerTo(v.Type()).Implements(jsonMarshaler) {
+			return // a leaf in JSON form (Quantity, Time, IntOrString…)
+		}
+		trimStruct(v, set, false)
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return
+		}
+		iter := v.MapRange()
+		var drop []reflect.Value
+		for iter.Next() {
+			k := iter.Key().String()
+			pe := fieldpath.PathElement{FieldName: &k}
+			if set.Members.Has(pe) {
+				continue
+			}
+			sub, ok := set.Children.Get(pe)
+			if !ok {
+				drop = append(drop, iter.Key())
+				continue
+			}
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			trimReflect(e, sub)
+			v.SetMapIndex(iter.Key(), e)
+		}
+		for _, k := range drop {
+			v.SetMapIndex(k, reflect.Value{})
+		}
+	case reflect.Slice:
+		n := 0
+		for i := range v.Len() {
+			it := v.Index(i)
+			pe, known := itemElement(set, func(name string) (any, bool) {
+				f, ok := fieldByJSONName(it, name)
+				return f, ok
+			}, it)
+			switch {
+			case !known:
+			case pe == nil:
+				continue // not declared: drop
+			default:
+				if sub, ok := set.Children.Get(*pe); ok {
+					trimReflect(it, sub)
+				}
+			}
+			if n != i {
+				v.Index(n).Set(it)
+			}
+			n++
+		}
+		if n == v.Len() {
+			return
+		}
+		// A new backing array, so the dropped items are not kept alive.
+		out := reflect.MakeSlice(v.Type(), n, n)
+		reflect.Copy(out, v.Slice(0, n))
+		if n == 0 {
+			out = reflect.Zero(v.Type())
+		}
+		v.Set(out)
+	}
+}
+
+// fieldByJSONName returns the field of struct v (through pointers and
+// inline structs) that encoding/json names name, as a reflect.Value; ok is
+// false when there is none or it holds its zero value.
+func fieldByJSONName(v reflect.Value, name string) (any, bool) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil, false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, false
+	}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
+			if got, ok := fieldByJSONName(v.Field(i), name); ok {
+				return got, true
+			}
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			fv := v.Field(i)
+			if fv.IsZero() {
+				// A nil pointer, or a zero value encoding/json may omit:
+				// ensure's record then named the item by the schema's
+				// default, which a typed object does not show.
+				return nil, false
+			}
+			return fv, true
+		}
+	}
+	return nil, false
+}
+
+// WithDeclaredOnlyCache tells the Ensurer that its cache holds children of
+// the given kinds trimmed by [DeclaredOnly]. Before a [MergePatch] write of
+// such a child (one its cached copy shows to differ from the declaration),
+// and before [Ensurer.CreateOrPatch] calls its mutate function on such a
+// child that carries a record, the Ensurer reads the child past the cache
+// ([WithAPIReader], which must then be an uncached reader) and computes the
+// patch from that whole object, so fields and keyed-list items it does not
+// declare are kept as the API server holds them. A no-op costs no request,
+// as without it.
+func WithDeclaredOnlyCache(kinds ...client.Object) Option {
+	return func(e *Ensurer) { e.declaredOnlyProtos = append(e.declaredOnlyProtos, kinds...) }
+}
+
+// resolveDeclaredOnly maps the kinds of [WithDeclaredOnlyCache] to GVKs.
+func (e *Ensurer) resolveDeclaredOnly() error {
+	e.declaredOnly = map[schema.GroupVersionKind]bool{}
+	for _, p := range e.declaredOnlyProtos {
+		gvk, err := apiutil.GVKForObject(p, e.scheme)
+		if err != nil {
+			return err
+		}
+		e.declaredOnly[gvk] = true
+	}
+	return nil
+}
+
+// trimmedLive returns live, or, when the cache trims t's kind and live
+// carries a record (so it may have been trimmed), the object read past the
+// cache.
+func (e *Ensurer) trimmedLive(ctx context.Context, t *target, live map[string]any) (map[string]any, error) {
+	if !e.declaredOnly[t.key.gvk] || live == nil {
+		return live, nil
+	}
+	if s, _, _ := unstructured.NestedString(live, "metadata", "annotations", AnnotationDeclared); s == "" {
+		return live, nil
+	}
+	fresh, err := e.readLive(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("get %s (its cached copy holds only declared fields): %w", t, err)
+	}
+	return fresh, nil
+}

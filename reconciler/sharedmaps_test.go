@@ -1,0 +1,74 @@
+package reconciler_test
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit/opkit/reconciler"
+)
+
+// same reports whether a and b are one map.
+func same(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// TestSharedMapsMakesEqualMapsOne: a bundle's children decoded separately
+// carry equal label maps in separate memory; after the transform equal maps
+// are one map, unequal ones stay apart, and every object reads as before
+// (managedFields aside).
+func TestSharedMapsMakesEqualMapsOne(t *testing.T) {
+	labels := func(name string) map[string]string {
+		return map[string]string{strings.Clone("app"): strings.Clone(name), "ensure.opkit.dev/owner-uid": "u-" + name}
+	}
+	app := func(name string) map[string]string {
+		return map[string]string{strings.Clone("app"): strings.Clone(name)}
+	}
+	dep := func(name string) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(name),
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: app(name)},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: app(name)}},
+			},
+		}
+	}
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(name)}, Spec: corev1.ServiceSpec{Selector: app(name)}}
+	}
+	s := reconciler.NewSharedMaps()
+	d1, s1, d2 := dep("a"), svc("a"), dep("b")
+	want := []map[string]string{maps.Clone(d1.Labels), maps.Clone(d1.Spec.Selector.MatchLabels), maps.Clone(d2.Labels)}
+	if same(d1.Labels, s1.Labels) || same(d1.Spec.Selector.MatchLabels, d1.Spec.Template.Labels) {
+		t.Fatal("the test's objects already share maps: the test proves nothing")
+	}
+	for _, o := range []any{d1, s1, d2} {
+		if out, err := s.Transform(o); err != nil || out != o {
+			t.Fatalf("Transform = %v, %v; want the object itself", out, err)
+		}
+	}
+	if len(d1.ManagedFields) != 0 {
+		t.Fatal("managedFields kept")
+	}
+	if !maps.Equal(d1.Labels, want[0]) || !maps.Equal(d1.Spec.Selector.MatchLabels, want[1]) || !maps.Equal(d2.Labels, want[2]) {
+		t.Fatalf("maps changed: %v %v %v", d1.Labels, d1.Spec.Selector.MatchLabels, d2.Labels)
+	}
+	if !same(d1.Labels, s1.Labels) {
+		t.Error("equal labels of a Deployment and a Service are two maps")
+	}
+	if !same(d1.Spec.Selector.MatchLabels, d1.Spec.Template.Labels) || !same(d1.Spec.Selector.MatchLabels, s1.Spec.Selector) {
+		t.Error("equal selector, template labels and Service selector are not one map")
+	}
+	if same(d1.Labels, d2.Labels) || same(d1.Spec.Selector.MatchLabels, d2.Spec.Selector.MatchLabels) {
+		t.Error("unequal maps were merged")
+	}
+	if out, err := s.Transform("not an object"); err != nil || out != "not an object" {
+		t.Fatalf("a non-object: %v, %v", out, err)
+	}
+}
