@@ -118,7 +118,7 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		err = r.SetupWithManager(mgr)
 	default:
 		op.controller = webapp.Name
-		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers, DeclaredOnlyCache: true})
+		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers})
 	}
 	if err != nil {
 		return nil, err

@@ -10,9 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
@@ -51,13 +48,15 @@ const declaredOnlyMemo = 1024
 //
 // What it changes for readers: every reader of the cache (a status step, a
 // mapping function, [Ensurer.CreateOrPatch]) sees children of the kind
-// without their undeclared fields. Use it only for kinds whose undeclared
-// fields nobody reads from the cache, and give the Ensurer
-// [WithDeclaredOnlyCache] for the same kinds: with [MergePatch] a write
-// sends keyed lists whole, built from the live object, so the Ensurer then
-// reads the live object past the cache ([WithAPIReader]) before a write of
-// such a child (a changed child costs one GET more; a no-op still costs
-// nothing). [ServerSideApply] needs no live object to write.
+// without their undeclared fields, and with [AnnotationTrimmed] set. Use it
+// only for kinds whose undeclared fields nobody reads from the cache. The
+// Ensurer needs no option for it: a cached child carrying
+// [AnnotationTrimmed] is read past the cache ([WithAPIReader], which must be
+// an uncached reader) before a [MergePatch] write (a merge patch sends keyed
+// lists whole, built from the live object) and before
+// [Ensurer.CreateOrPatch]'s mutate function sees it, so fields and keyed-list
+// items others set stay; a changed child costs one GET more, a no-op still
+// costs nothing. Never write a trimmed cached copy back with an Update.
 //
 // A DeclaredOnly is safe for concurrent use by several informers.
 type DeclaredOnly struct {
@@ -84,7 +83,8 @@ func NewDeclaredOnly(keep ...string) *DeclaredOnly {
 }
 
 // Transform trims obj in place to what its record declares, as
-// [DeclaredOnly] describes, and returns it. It never returns an error.
+// [DeclaredOnly] describes, sets [AnnotationTrimmed] on it (in a new
+// annotations map) and returns it. It never returns an error.
 func (d *DeclaredOnly) Transform(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -98,6 +98,12 @@ func (d *DeclaredOnly) Transform(obj any) (any, error) {
 	if set == nil {
 		return obj, nil
 	}
+	marked := make(map[string]string, len(m.GetAnnotations())+1)
+	for k, v := range m.GetAnnotations() {
+		marked[k] = v
+	}
+	marked[AnnotationTrimmed] = "true"
+	m.SetAnnotations(marked)
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		for k, v := range u.Object {
 			switch k {
@@ -453,40 +459,19 @@ func fieldByJSONName(v reflect.Value, name string) (any, bool) {
 	return nil, false
 }
 
-// WithDeclaredOnlyCache tells the Ensurer that its cache holds children of
-// the given kinds trimmed by [DeclaredOnly]. Before a [MergePatch] write of
-// such a child (one its cached copy shows to differ from the declaration),
-// and before [Ensurer.CreateOrPatch] calls its mutate function on such a
-// child that carries a record, the Ensurer reads the child past the cache
-// ([WithAPIReader], which must then be an uncached reader) and computes the
-// patch from that whole object, so fields and keyed-list items it does not
-// declare are kept as the API server holds them. A no-op costs no request,
-// as without it.
-func WithDeclaredOnlyCache(kinds ...client.Object) Option {
-	return func(e *Ensurer) { e.declaredOnlyProtos = append(e.declaredOnlyProtos, kinds...) }
-}
+// AnnotationTrimmed marks a cached copy that [DeclaredOnly] trimmed. It is
+// set by the cache transform on the cache's copy only and never written to
+// the API server; an Ensurer that finds it on a cached child reads the
+// child past the cache before a write computed from the whole object.
+const AnnotationTrimmed = "ensure.opkit.dev/trimmed"
 
-// resolveDeclaredOnly maps the kinds of [WithDeclaredOnlyCache] to GVKs.
-func (e *Ensurer) resolveDeclaredOnly() error {
-	e.declaredOnly = map[schema.GroupVersionKind]bool{}
-	for _, p := range e.declaredOnlyProtos {
-		gvk, err := apiutil.GVKForObject(p, e.scheme)
-		if err != nil {
-			return err
-		}
-		e.declaredOnly[gvk] = true
-	}
-	return nil
-}
-
-// trimmedLive returns live, or, when the cache trims t's kind and live
-// carries a record (so it may have been trimmed), the object read past the
-// cache.
+// trimmedLive returns live, or, when live is a copy [DeclaredOnly] trimmed
+// (it carries [AnnotationTrimmed]), the object read past the cache.
 func (e *Ensurer) trimmedLive(ctx context.Context, t *target, live map[string]any) (map[string]any, error) {
-	if !e.declaredOnly[t.key.gvk] || live == nil {
+	if live == nil {
 		return live, nil
 	}
-	if s, _, _ := unstructured.NestedString(live, "metadata", "annotations", AnnotationDeclared); s == "" {
+	if s, _, _ := unstructured.NestedString(live, "metadata", "annotations", AnnotationTrimmed); s == "" {
 		return live, nil
 	}
 	fresh, err := e.readLive(ctx, t)

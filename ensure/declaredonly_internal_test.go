@@ -89,6 +89,9 @@ func TestDeclaredOnlyTrimsTypedToRecord(t *testing.T) {
 		t.Fatalf("Transform = %v, %v; want the same object, no error", obj, err)
 	}
 
+	if live.Annotations[AnnotationTrimmed] != "true" || live.Annotations[AnnotationDeclared] != rec {
+		t.Fatalf("annotations after trimming = %v, want the record kept and %s set", live.Annotations, AnnotationTrimmed)
+	}
 	want := dep.DeepCopy()
 	want.UID, want.ResourceVersion, want.Generation = "u1", "42", 3
 	want.Annotations = live.Annotations

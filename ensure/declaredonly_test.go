@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,14 +17,19 @@ import (
 // newTrimmedHarness is newHarness with Deployments cached through
 // ensure.DeclaredOnly.
 func newTrimmedHarness(tb testing.TB, ns string) *harness {
+	return newTrimmedHarnessWith(tb, ns, ensure.NewDeclaredOnly().Transform)
+}
+
+// newTrimmedHarnessWith is newHarness with Deployments cached through
+// transform.
+func newTrimmedHarnessWith(tb testing.TB, ns string, transform toolscache.TransformFunc) *harness {
 	tb.Helper()
 	cfg, counter := testenv.CountRequests(env.Config)
-	trim := ensure.NewDeclaredOnly()
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            env.Scheme,
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
-		ByObject:          map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Transform: trim.Transform}},
+		ByObject:          map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Transform: transform}},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -61,7 +67,7 @@ func TestDeclaredOnlyCacheCorrectsDriftAndKeepsOthers(t *testing.T) {
 			ns := env.Namespace(t)
 			h := newTrimmedHarness(t, ns)
 			owner := newOwner(t, ns, "app")
-			e := h.ensurer(t, strategy, ensure.WithDeclaredOnlyCache(&appsv1.Deployment{}))
+			e := h.ensurer(t, strategy)
 			dep, _, _ := children("nginx:1")
 			if _, err := e.Ensure(ctx, owner, dep); err != nil {
 				t.Fatal(err)
@@ -85,7 +91,7 @@ func TestDeclaredOnlyCacheCorrectsDriftAndKeepsOthers(t *testing.T) {
 				t.Fatalf("cached Deployment keeps undeclared defaults: dnsPolicy %q, terminationMessagePath %q, revisionHistoryLimit %v",
 					cps.DNSPolicy, cps.Containers[0].TerminationMessagePath, cached.Spec.RevisionHistoryLimit)
 			}
-			if cps.Containers[0].Image != "nginx:1" || cached.Annotations[ensure.AnnotationDeclared] == "" || cached.UID != live.UID {
+			if cps.Containers[0].Image != "nginx:1" || cached.Annotations[ensure.AnnotationDeclared] == "" || cached.UID != live.UID || cached.Annotations[ensure.AnnotationTrimmed] != "true" {
 				t.Fatalf("cached Deployment lost declared fields or metadata: %+v", cached)
 			}
 
@@ -140,13 +146,23 @@ func TestDeclaredOnlyCacheCorrectsDriftAndKeepsOthers(t *testing.T) {
 	}
 }
 
-// The control case: an Ensurer not told that its cache trims Deployments
-// computes its merge patch from the trimmed copy, and the sidecar another
-// actor added is lost. This is what WithDeclaredOnlyCache prevents.
-func TestDeclaredOnlyCacheWithoutTheOptionLosesOthersItems(t *testing.T) {
+// The control case: a cached copy trimmed like DeclaredOnly's but without
+// ensure.AnnotationTrimmed is taken for the whole object, the merge patch is
+// computed from it, and the sidecar another actor added is lost. The marker
+// is what keeps it in TestDeclaredOnlyCacheCorrectsDriftAndKeepsOthers.
+func TestDeclaredOnlyCacheWithoutTheMarkLosesOthersItems(t *testing.T) {
 	ctx := testCtx(t)
 	ns := env.Namespace(t)
-	h := newTrimmedHarness(t, ns)
+	trim := ensure.NewDeclaredOnly()
+	h := newTrimmedHarnessWith(t, ns, func(obj any) (any, error) {
+		obj, err := trim.Transform(obj)
+		if o, ok := obj.(client.Object); ok && err == nil {
+			a := o.GetAnnotations()
+			delete(a, ensure.AnnotationTrimmed)
+			o.SetAnnotations(a)
+		}
+		return obj, err
+	})
 	owner := newOwner(t, ns, "app")
 	e := h.ensurer(t, ensure.MergePatch)
 	dep, _, _ := children("nginx:1")
@@ -171,6 +187,6 @@ func TestDeclaredOnlyCacheWithoutTheOptionLosesOthersItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := len(got.Spec.Template.Spec.Containers); n != 1 {
-		t.Fatalf("control case: %d containers after a patch from the trimmed copy, want the sidecar lost (1); the test of WithDeclaredOnlyCache proves nothing", n)
+		t.Fatalf("control case: %d containers after a patch from the trimmed copy, want the sidecar lost (1); the test of the trimmed mark proves nothing", n)
 	}
 }

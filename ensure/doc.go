@@ -73,11 +73,12 @@
 //     can fix it, how. Anything else (conflicts, timeouts) is returned
 //     plainly for the controller to retry.
 //   - A cache that holds only what Ensure compares ([DeclaredOnly] as the
-//     kind's cache transform, with [WithDeclaredOnlyCache] on the Ensurer)
-//     changes no outcome: a no-op costs no request, a declared field that
-//     drifted is corrected, and a [MergePatch] write is computed from the
-//     child read past the cache, so fields and keyed-list items others set
-//     and server defaults stay; the cost is one GET per changed child.
+//     kind's cache transform) changes no outcome, and the Ensurer needs no
+//     option for it: a no-op costs no request, a declared field that drifted
+//     is corrected, and a [MergePatch] write of a child whose cached copy
+//     carries [AnnotationTrimmed] is computed from the child read past the
+//     cache, so fields and keyed-list items others set and server defaults
+//     stay; the cost is one GET per changed child.
 //   - Migration from client-side management: [WithMigrateFrom] folds earlier
 //     Update ownership into the apply manager (k8s.io/client-go/util/csaupgrade)
 //     before the next apply, so fields dropped from the declaration really go.

@@ -147,9 +147,6 @@ type Ensurer struct {
 	verified       verified
 	informers      cache.Informers
 	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
-	// declaredOnly: kinds whose cached copies DeclaredOnly trims.
-	declaredOnlyProtos []client.Object
-	declaredOnly       map[schema.GroupVersionKind]bool
 
 	mu      sync.Mutex
 	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -211,9 +208,6 @@ func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
 		for _, gvk := range e.prune {
 			e.indexed[gvk] = true
 		}
-	}
-	if err := e.resolveDeclaredOnly(); err != nil {
-		return nil, fmt.Errorf("ensure: declared-only kind: %w", err)
 	}
 	e.policies = map[schema.GroupVersionKind][]fieldPolicy{}
 	for _, fp := range e.policyProtos {

@@ -128,7 +128,6 @@ type owned struct {
 	createOnly, recreate []string
 	predicates           []predicate.Predicate
 	mappedGVK            bool
-	declaredOnly         bool // the cache trims the kind (WithDeclaredOnlyCache)
 }
 
 // OwnsOption configures one [Builder.Owns] declaration.
@@ -471,9 +470,6 @@ func (b *Builder[T]) newEnsurer() (*ensure.Ensurer, error) {
 		}
 		if len(o.recreate) > 0 {
 			opts = append(opts, ensure.WithRecreateOnChange(o.obj, o.recreate...))
-		}
-		if o.declaredOnly {
-			opts = append(opts, ensure.WithDeclaredOnlyCache(o.obj))
 		}
 	}
 	if len(prune) > 0 {

@@ -10,20 +10,6 @@ import (
 	"github.com/opkit/opkit/ensure"
 )
 
-// WithDeclaredOnlyCache declares that the manager's cache holds children of
-// this kind trimmed to what ensure compares ([CacheDeclaredOnly] on the
-// cache options for the same kind): the Ensurer then reads such a child past
-// the cache before a merge-patch write of it (ensure.WithDeclaredOnlyCache),
-// so fields and list items it does not declare are kept on the API server.
-// A no-op reconcile still costs no request; a changed child costs one GET
-// more. Use it, with [CacheDeclaredOnly], for kinds whose undeclared fields
-// no status step, mapping function or other reader takes from the cache (a
-// Deployment's server-defaulted PodSpec fields, say); leave it off for a
-// kind whose server-assigned fields are read (a Service's clusterIP).
-func WithDeclaredOnlyCache() OwnsOption {
-	return ownsOptionFunc(func(o *owned) { o.declaredOnly = true })
-}
-
 // CacheDeclaredOnly returns opts with a cache transform for kind that runs
 // opts' DefaultTransform (normally [CompactMetadata]) and then
 // ensure.DeclaredOnly: cached children of the kind that carry
@@ -32,10 +18,14 @@ func WithDeclaredOnlyCache() OwnsOption {
 // status step or another reader of the cache needs) and, of everything else,
 // only the fields their record declares. Objects without a record are cached
 // whole. A kind already in opts.ByObject keeps its settings, its own
-// Transform (if any) running first. Declare the same kind with
-// [WithDeclaredOnlyCache] on its Owns: without it, a merge-patch write would
-// be computed from the trimmed copy and drop items of keyed lists that
-// others added (a sidecar, an injected env var).
+// Transform (if any) running first. Trimmed copies carry
+// ensure.AnnotationTrimmed, so the builder's Ensurer reads such a child past
+// the cache before a merge-patch write of it, and fields and keyed-list items
+// others added (a sidecar, an injected env var) stay: a no-op reconcile still
+// costs no request, a changed child one GET more. Use it for kinds whose
+// undeclared fields no status step, mapping function or other reader takes
+// from the cache (a Deployment's server-defaulted PodSpec fields, say), not
+// for a kind whose server-assigned fields are read (a Service's clusterIP).
 func CacheDeclaredOnly(opts cache.Options, kind client.Object, keep ...string) cache.Options {
 	trim := ensure.NewDeclaredOnly(keep...)
 	byObject := make(map[client.Object]cache.ByObject, len(opts.ByObject)+1)

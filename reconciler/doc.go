@@ -56,7 +56,7 @@
 //     and Ready stay as a success leaves them, so kstatus reads Current.
 //   - Cache memory: [CacheOptions] strips managedFields and shares label and
 //     annotation strings ([CompactMetadata]); [SharedMaps] also makes equal
-//     label maps one map; [CacheDeclaredOnly] with [WithDeclaredOnlyCache]
+//     label maps one map; [CacheDeclaredOnly]
 //     caches a child kind with only its metadata, status and declared
 //     fields, and ensure still corrects drift of every declared field. A
 //     child linked to its owner only by ensure's owner label finds the owner

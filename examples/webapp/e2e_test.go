@@ -84,14 +84,20 @@ type operator struct {
 }
 
 // startOperator runs the webapp operator with cfg (the admin by default) until
-// the test ends, watching only namespace ns: other tests' leftovers (being
+// the test ends, with the cache the example's binary uses
+// (controller.CacheOptions: cached Deployments trimmed to what the operator
+// declares) watching only namespace ns: other tests' leftovers (being
 // deleted by the namespace controller) stay out of its counts.
 func startOperator(t *testing.T, ns string, cfg *rest.Config) *operator {
 	t.Helper()
 	if cfg == nil {
 		cfg = env.Config
 	}
-	mgr := e2etest.NewManager(t, cfg, env.Scheme, ns)
+	mgr := e2etest.NewManager(t, cfg, env.Scheme, ns, func(o *manager.Options) {
+		c := controller.CacheOptions()
+		c.DefaultNamespaces = o.Cache.DefaultNamespaces
+		o.Cache = c
+	})
 	op := &operator{registry: registry.New(), requests: mgr.Requests}
 	if err := controller.Setup(mgr, controller.Options{Registry: op.registry, Observability: mgr.Observability}); err != nil {
 		t.Fatal(err)
@@ -237,6 +243,46 @@ func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// With the example's trimmed Deployment cache, drift of a declared field is
+// corrected while what another actor added to the Deployment (a sidecar, an
+// env var in the operator's container) and the server's defaults stay.
+func TestDriftIsCorrectedAndOthersAdditionsStay(t *testing.T) {
+	ns := env.Namespace(t)
+	startOperator(t, ns, nil)
+	ctx := e2etest.Context(t, 2*time.Minute)
+	app := newApp(ns, "mixed", 1)
+	if err := env.Client.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, app)
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mixed"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	dnsPolicy := dep.Spec.Template.Spec.DNSPolicy
+	c := &dep.Spec.Template.Spec.Containers[0]
+	c.Image = "nginx:drifted"
+	c.Env = append(c.Env, corev1.EnvVar{Name: "INJECTED", Value: "1"})
+	dep.Spec.Template.Spec.Containers = append(dep.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "proxy:1"})
+	if err := env.Client.Update(ctx, &dep); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.WaitFor(t, 60*time.Second, "the drifted image corrected", func() (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&dep), &dep); err != nil {
+			return false, err
+		}
+		return dep.Spec.Template.Spec.Containers[0].Image == app.Spec.Image, nil
+	})
+	cs := dep.Spec.Template.Spec.Containers
+	injected := false
+	for _, e := range cs[0].Env {
+		injected = injected || e.Name == "INJECTED" && e.Value == "1"
+	}
+	if len(cs) != 2 || cs[1].Name != "sidecar" || !injected || dep.Spec.Template.Spec.DNSPolicy != dnsPolicy {
+		t.Fatalf("after the correction: containers %+v, dnsPolicy %q (was %q); want the sidecar, the injected env var and the default kept", cs, dep.Spec.Template.Spec.DNSPolicy, dnsPolicy)
+	}
 }
 
 func TestSteadyStateMakesNoWrites(t *testing.T) {

@@ -97,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	reg := registry.New()
-	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true, DeclaredOnlyCache: true}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true}); err != nil {
 		return err
 	}
 

@@ -16,9 +16,9 @@ import (
 // keeping spec.replicas (the status step reads the replicas an autoscaler
 // set): the cached Deployments the operator wrote hold their metadata, their
 // status and the fields it declares, without the server-defaulted rest of
-// the PodSpec. A manager built with these options runs [Setup] with
-// [Options].DeclaredOnlyCache set, which declares the Deployment kind with
-// reconciler.WithDeclaredOnlyCache to match.
+// the PodSpec, marked ensure.AnnotationTrimmed, so a changed Deployment is
+// read past the cache before it is patched and what others added to it
+// stays. [Setup] works with these options or without them.
 func CacheOptions() cache.Options {
 	opts := reconciler.CacheOptions()
 	opts.DefaultTransform = reconciler.NewSharedMaps().Transform

@@ -67,12 +67,6 @@ type Options struct {
 	// Deployment, Service, in that order) of every reconcile before they are
 	// applied. examples/canary builds the operator's next versions with it.
 	MutateChildren func(app *webappv1.WebApp, children []client.Object)
-	// DeclaredOnlyCache says that the manager's cache was built from
-	// [CacheOptions], which trims cached Deployments to what the operator
-	// declares: set it exactly then. A changed Deployment is then read past
-	// the cache before it is patched, so fields and list items others added
-	// are kept.
-	DeclaredOnlyCache bool
 }
 
 // CRDName is the name of the WebApp CustomResourceDefinition.
@@ -94,16 +88,9 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Concurrency == 0 {
 		o.Concurrency = 4
 	}
-	var deploymentOpts []reconciler.OwnsOption
-	if o.DeclaredOnlyCache {
-		// The cache keeps of each Deployment only what ensure compares and
-		// status reads (CacheOptions): a changed Deployment is read past the
-		// cache before its patch.
-		deploymentOpts = append(deploymentOpts, reconciler.WithDeclaredOnlyCache())
-	}
 	b := reconciler.For(mgr, Name, func() *webappv1.WebApp { return &webappv1.WebApp{} }).
 		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}, deploymentOpts...).
+		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Finalizer(FinalizerName, finalizer.WithStep("release-route", func(ctx context.Context, app *webappv1.WebApp) (finalizer.StepResult, error) {
 			if !o.Registry.Release(ctx, key(app)) {
