@@ -110,7 +110,16 @@ type opConfig struct {
 	leaderID string // leader election on (without release on cancel) when set
 	// concurrency is the controller's MaxConcurrentReconciles; 0: the webapp default.
 	concurrency int
+	// lease times the leader election when leaderID is set; zero: the
+	// suite's short lease (leaseDuration, renewDeadline, retryPeriod).
+	lease leaseTimes
+	// electionCfg is the leader election's config when set (else cfg).
+	electionCfg *rest.Config
 }
+
+// leaseTimes are a leader election's LeaseDuration, RenewDeadline and
+// RetryPeriod.
+type leaseTimes struct{ duration, renew, retry time.Duration }
 
 func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	t.Helper()
@@ -151,10 +160,15 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		opts.LeaderElection = true
 		opts.LeaderElectionID = oc.leaderID
 		opts.LeaderElectionNamespace = ns
-		opts.LeaseDuration = ptr.To(leaseDuration)
-		opts.RenewDeadline = ptr.To(renewDeadline)
-		opts.RetryPeriod = ptr.To(retryPeriod)
+		lt := oc.lease
+		if lt == (leaseTimes{}) {
+			lt = leaseTimes{leaseDuration, renewDeadline, retryPeriod}
+		}
+		opts.LeaseDuration = ptr.To(lt.duration)
+		opts.RenewDeadline = ptr.To(lt.renew)
+		opts.RetryPeriod = ptr.To(lt.retry)
 		opts.LeaderElectionReleaseOnCancel = false
+		opts.LeaderElectionConfig = oc.electionCfg
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -1008,21 +1022,7 @@ func TestConflictStorm(t *testing.T) {
 			defer wg.Done()
 			for i := 1; i <= p.stormEdits; i++ {
 				a := (w + i) % len(names)
-				err := retry.OnError(stormBackoff(), apierrors.IsConflict, func() error {
-					var app webappv1.WebApp
-					if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names[a]}, &app); err != nil {
-						return err
-					}
-					if app.Labels == nil {
-						app.Labels = map[string]string{}
-					}
-					app.Labels[fmt.Sprintf("writer-%02d", w)] = strconv.Itoa(i)
-					err := env.Client.Update(ctx, &app)
-					if apierrors.IsConflict(err) {
-						conflicts.Add(1)
-					}
-					return err
-				})
+				err := setLabel(ctx, client.ObjectKey{Namespace: ns, Name: names[a]}, fmt.Sprintf("writer-%02d", w), strconv.Itoa(i), &conflicts)
 				if err != nil {
 					t.Errorf("writer %d: %v", w, err)
 					return
@@ -1117,6 +1117,27 @@ func TestConflictStorm(t *testing.T) {
 	if d := panics(t) - panics0; d != 0 {
 		t.Errorf("controller-runtime recovered %v reconcile panics", d)
 	}
+}
+
+// setLabel sets label k=v on WebApp key as a user would: read, change,
+// update (with its resourceVersion), again on a conflict (stormBackoff),
+// counting the conflicts it met in conflicts.
+func setLabel(ctx context.Context, key client.ObjectKey, k, v string, conflicts *atomic.Int64) error {
+	return retry.OnError(stormBackoff(), apierrors.IsConflict, func() error {
+		var app webappv1.WebApp
+		if err := env.Client.Get(ctx, key, &app); err != nil {
+			return err
+		}
+		if app.Labels == nil {
+			app.Labels = map[string]string{}
+		}
+		app.Labels[k] = v
+		err := env.Client.Update(ctx, &app)
+		if apierrors.IsConflict(err) {
+			conflicts.Add(1)
+		}
+		return err
+	})
 }
 
 // stormBackoff is the writers' conflict backoff: short, jittered, bounded
