@@ -2,23 +2,28 @@ package chaos_test
 
 // At scale: the webapp operator holds many WebApps while the faults rotate —
 // API errors, an API server restart, APF throttling, an API server pause, a
-// network cut, and expired watches (etcd compacted while the API server is
-// away) — each under a steady load of creates, updates and deletes (the
+// network cut, expired watches (etcd compacted while the API server is
+// away), a conflict storm (16 users fighting over WebApps and their
+// Deployments, which the operator reverts), and a crash of the leader
+// mid-work (two replicas with leader election; the standby takes over) —
+// each under a steady load of creates, updates and deletes (the
 // throttling window drives its own bursts of updates instead).
 // After each fault every WebApp must converge; none may be lost or
 // duplicated; the time to converge is the fault's recovery. Each window
 // counts the faults it actually injected (API errors, 429s the operator
-// received, connections dropped, 410s); a window with none fails the test,
-// and so does a window skipped for lack of time.
+// received, connections dropped, 410s, 409s the operator received, the
+// failover); a window with none fails the test, and so does a window
+// skipped for lack of time.
 //
 // The operator runs as a user of its own (cluster-admin, outside
 // system:masters, which APF exempts), so the throttling window can give its
 // requests a priority level of their own (throttle, as in
 // TestThrottledByPriorityAndFairness).
 //
-// CI runs the bounded form (100 WebApps, one round, API errors and the API
-// server restart: the suite's other tests cover the other faults). The full form (2,000
-// WebApps, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
+// CI runs the bounded form (100 WebApps, one round, one replica, API errors,
+// the API server restart and the conflict storm: the suite's other tests
+// cover the other faults). The full form (2,000 WebApps, two replicas,
+// every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
 // OPKIT_CHAOS_SOAK_OBJECTS sets another size:
 //
 //	OPKIT_CHAOS_SOAK=1 go test -run TestSoakAtScale -timeout 40m ./testenv/chaos/
@@ -272,7 +277,7 @@ func TestSoakAtScale(t *testing.T) {
 		var what string
 		n, what, stormLost = stormWindow(t, ld, responses, p.fault, 16, 8)
 		return n, what
-	}, lost: func() []string { return stormLost() }})
+	}, lost: func() []string { return stormLost() }, always: true})
 	if p.all {
 		faults = append(faults, fault{name: fmt.Sprintf("leader crash mid-work (lease %s)", soakLease.duration), inject: func() (int, string) {
 			takeover, first, inflight := failoverWindow(t, mon, op, standby, soakLease)

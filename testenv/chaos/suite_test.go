@@ -37,8 +37,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -113,7 +116,8 @@ type opConfig struct {
 	// lease times the leader election when leaderID is set; zero: the
 	// suite's short lease (leaseDuration, renewDeadline, retryPeriod).
 	lease leaseTimes
-	// electionCfg is the leader election's config when set (else cfg).
+	// electionCfg is the leader election's config when set (else cfg);
+	// the lease lock is then a LeaseLock named leaderID in ns.
 	electionCfg *rest.Config
 }
 
@@ -168,7 +172,20 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		opts.RenewDeadline = ptr.To(lt.renew)
 		opts.RetryPeriod = ptr.To(lt.retry)
 		opts.LeaderElectionReleaseOnCancel = false
-		opts.LeaderElectionConfig = oc.electionCfg
+		if oc.electionCfg != nil {
+			// The lock is built here: manager.Options.LeaderElectionConfig
+			// adds types to the (shared) scheme, a data race with a
+			// replica already running.
+			cs, err := kubernetes.NewForConfig(oc.electionCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: oc.leaderID},
+				Client:     cs.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: oc.leaderID + "-" + string(uuid.NewUUID())},
+			}
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
