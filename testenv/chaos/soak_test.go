@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,6 +162,13 @@ func TestSoakAtScale(t *testing.T) {
 			t.Fatal("the first replica never became leader")
 		}
 		standby = startOperator(t, ns, oc)
+	}
+	var hooks *webhookOperator
+	if p.all {
+		// Every WebApp goes through the webapp's defaulting and validating
+		// webhooks, served by a manager of their own behind a proxy, with
+		// failurePolicy Ignore: the outage window cuts that proxy.
+		hooks = startWebhookOperator(t, ns, admissionregistrationv1.Ignore, false)
 	}
 	ld := newLoad(ns, 2000)
 	ld.replicas = ptr.To[int32](0)
@@ -279,6 +287,18 @@ func TestSoakAtScale(t *testing.T) {
 		return n, what
 	}, lost: func() []string { return stormLost() }, always: true})
 	if p.all {
+		faults = append(faults, fault{name: fmt.Sprintf("webhook outage %s (failurePolicy Ignore)", p.fault), inject: func() (int, string) {
+			accepted0, dropped0, _ := hooks.proxy.Stats()
+			hooks.proxy.Cut()
+			time.Sleep(p.fault)
+			accepted1, dropped1, _ := hooks.proxy.Stats()
+			hooks.proxy.Restore()
+			hooks.waitServing(t, ns)
+			// The API server's open connections to the webhooks closed by
+			// the cut, and its new ones reset during it.
+			dropped, reset := dropped1-dropped0, accepted1-accepted0
+			return dropped + reset, fmt.Sprintf("1 outage: %d webhook connections dropped, %d reset", dropped, reset)
+		}})
 		faults = append(faults, fault{name: fmt.Sprintf("leader crash mid-work (lease %s)", soakLease.duration), inject: func() (int, string) {
 			takeover, first, inflight := failoverWindow(t, mon, op, standby, soakLease)
 			// The standby leads; a new replica stands by.
@@ -368,6 +388,9 @@ func TestSoakAtScale(t *testing.T) {
 	op.stop()
 	if standby != nil {
 		standby.stop()
+	}
+	if hooks != nil {
+		hooks.stop()
 	}
 	stopWatch()
 	_ = proxy.Close()
