@@ -4,15 +4,17 @@ package chaos_test
 // API errors, an API server restart, APF throttling, an API server pause, a
 // network cut, expired watches (etcd compacted while the API server is
 // away), a conflict storm (16 users fighting over WebApps and their
-// Deployments, which the operator reverts), and a crash of the leader
-// mid-work (two replicas with leader election; the standby takes over) —
+// Deployments, which the operator reverts), an outage of the webapp's
+// webhooks (failurePolicy Ignore), and a crash of the leader mid-work (two
+// replicas with leader election; the standby takes over) —
 // each under a steady load of creates, updates and deletes (the
 // throttling window drives its own bursts of updates instead).
 // After each fault every WebApp must converge; none may be lost or
 // duplicated; the time to converge is the fault's recovery. Each window
 // counts the faults it actually injected (API errors, 429s the operator
 // received, connections dropped, 410s, 409s the operator received, the
-// failover); a window with none fails the test, and so does a window
+// webhook connections dropped or reset, the failover); a window with none
+// fails the test, and so does a window
 // skipped for lack of time.
 //
 // The operator runs as a user of its own (cluster-admin, outside
@@ -23,7 +25,7 @@ package chaos_test
 // CI runs the bounded form (100 WebApps, one round, one replica, API errors,
 // the API server restart and the conflict storm: the suite's other tests
 // cover the other faults). The full form (2,000 WebApps, two replicas,
-// every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
+// the webhooks, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
 // OPKIT_CHAOS_SOAK_OBJECTS sets another size:
 //
 //	OPKIT_CHAOS_SOAK=1 go test -run TestSoakAtScale -timeout 40m ./testenv/chaos/

@@ -285,12 +285,11 @@ func startWebhookOperator(t *testing.T, ns string, policy admissionregistrationv
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(mctx) }()
 	if wo.proxy, err = chaos.NewProxy(fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 		cancel()
-		<-errc
 		t.Fatal(err)
 	}
+	go func() { errc <- mgr.Start(mctx) }()
 	var once sync.Once
 	wo.stop = func() {
 		once.Do(func() {
