@@ -2,23 +2,30 @@ package chaos_test
 
 // At scale: the webapp operator holds many WebApps while the faults rotate —
 // API errors, an API server restart, APF throttling, an API server pause, a
-// network cut, and expired watches (etcd compacted while the API server is
-// away) — each under a steady load of creates, updates and deletes (the
+// network cut, expired watches (etcd compacted while the API server is
+// away), a conflict storm (16 users fighting over WebApps and their
+// Deployments, which the operator reverts), an outage of the webapp's
+// webhooks (failurePolicy Ignore), and a crash of the leader mid-work (two
+// replicas with leader election; the standby takes over) —
+// each under a steady load of creates, updates and deletes (the
 // throttling window drives its own bursts of updates instead).
 // After each fault every WebApp must converge; none may be lost or
 // duplicated; the time to converge is the fault's recovery. Each window
 // counts the faults it actually injected (API errors, 429s the operator
-// received, connections dropped, 410s); a window with none fails the test,
-// and so does a window skipped for lack of time.
+// received, connections dropped, 410s, 409s the operator received, the
+// webhook connections dropped or reset, the failover); a window with none
+// fails the test, and so does a window
+// skipped for lack of time.
 //
 // The operator runs as a user of its own (cluster-admin, outside
 // system:masters, which APF exempts), so the throttling window can give its
 // requests a priority level of their own (throttle, as in
 // TestThrottledByPriorityAndFairness).
 //
-// CI runs the bounded form (100 WebApps, one round, API errors and the API
-// server restart: the suite's other tests cover the other faults). The full form (2,000
-// WebApps, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
+// CI runs the bounded form (100 WebApps, one round, one replica, API errors,
+// the API server restart and the conflict storm: the suite's other tests
+// cover the other faults). The full form (2,000 WebApps, two replicas,
+// the webhooks, every fault) runs with OPKIT_CHAOS_SOAK=1 (or -chaos.soak);
 // OPKIT_CHAOS_SOAK_OBJECTS sets another size:
 //
 //	OPKIT_CHAOS_SOAK=1 go test -run TestSoakAtScale -timeout 40m ./testenv/chaos/
@@ -38,17 +45,25 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/testenv"
@@ -131,10 +146,34 @@ func TestSoakAtScale(t *testing.T) {
 		return !routed
 	}))
 	stopWatch := watchFinalizers(t, ns, fc)
-	op := startOperator(t, ns, opConfig{cfg: cfg, registry: reg, monitor: mon, concurrency: 16})
+	oc := opConfig{cfg: cfg, registry: reg, monitor: mon, concurrency: 16}
+	ctx := ctxFor(t, 2*time.Hour)
+	var standby *operator // the full form runs two replicas, leader and standby
+	if p.all {
+		// The lease goes to the API server directly (not through the proxy,
+		// the injector or APF), and outlasts its longest pause: the
+		// operator's own traffic takes the faults, and the one failover is
+		// the one the crash window makes.
+		oc.leaderID, oc.lease, oc.electionCfg = "webapp-soak-"+ns, soakLease, env.Config
+	}
+	op := startOperator(t, ns, oc)
+	if p.all {
+		select {
+		case <-op.mgr.Elected():
+		case <-ctx.Done():
+			t.Fatal("the first replica never became leader")
+		}
+		standby = startOperator(t, ns, oc)
+	}
+	var hooks *webhookOperator
+	if p.all {
+		// Every WebApp goes through the webapp's defaulting and validating
+		// webhooks, served by a manager of their own behind a proxy, with
+		// failurePolicy Ignore: the outage window cuts that proxy.
+		hooks = startWebhookOperator(t, ns, admissionregistrationv1.Ignore, false)
+	}
 	ld := newLoad(ns, 2000)
 	ld.replicas = ptr.To[int32](0)
-	ctx := ctxFor(t, 2*time.Hour)
 
 	// Fill: p.objects WebApps by 16 writers.
 	t0 := time.Now()
@@ -164,6 +203,7 @@ func TestSoakAtScale(t *testing.T) {
 		name   string
 		inject func() (int, string) // the fault is over when it returns
 		report func() (int, string) // after recovery, when set: what was injected (replaces inject's)
+		lost   func() []string      // after recovery, when set: what the window's own writes lost
 		noLoad bool                 // the window drives its own load
 		always bool                 // in the bounded form too
 	}
@@ -241,6 +281,33 @@ func TestSoakAtScale(t *testing.T) {
 		}}, // full form only: in CI's bounded form (100 WebApps) the window
 		// once saw no 410 at all; TestWatchExpiryRelists proves expiry there.
 	}
+	var stormLost func() []string
+	faults = append(faults, fault{name: fmt.Sprintf("conflict storm ≥ %s (16 users × 8 WebApps + Deployments)", p.fault), inject: func() (int, string) {
+		var n int
+		var what string
+		n, what, stormLost = stormWindow(t, ld, responses, p.fault, 16, 8)
+		return n, what
+	}, lost: func() []string { return stormLost() }, always: true})
+	if p.all {
+		faults = append(faults, fault{name: fmt.Sprintf("webhook outage %s (failurePolicy Ignore)", p.fault), inject: func() (int, string) {
+			accepted0, dropped0, _ := hooks.proxy.Stats()
+			hooks.proxy.Cut()
+			time.Sleep(p.fault)
+			accepted1, dropped1, _ := hooks.proxy.Stats()
+			hooks.proxy.Restore()
+			hooks.waitServing(t, ns)
+			// The API server's open connections to the webhooks closed by
+			// the cut, and its new ones reset during it.
+			dropped, reset := dropped1-dropped0, accepted1-accepted0
+			return dropped + reset, fmt.Sprintf("1 outage: %d webhook connections dropped, %d reset", dropped, reset)
+		}})
+		faults = append(faults, fault{name: fmt.Sprintf("leader crash mid-work (lease %s)", soakLease.duration), inject: func() (int, string) {
+			takeover, first, inflight := failoverWindow(t, mon, op, standby, soakLease)
+			// The standby leads; a new replica stands by.
+			op, standby = standby, startOperator(t, ns, oc)
+			return 1, fmt.Sprintf("1 failover (%d reconciling): leader %.1fs, reconciling %.1fs", inflight, takeover.Seconds(), first.Seconds())
+		}})
+	}
 
 	var rows []row
 	for round := range p.rounds {
@@ -275,6 +342,11 @@ func TestSoakAtScale(t *testing.T) {
 			}
 			if count == 0 {
 				t.Errorf("%s: the window injected no fault (%s): it proved nothing", f.name, injected)
+			}
+			if f.lost != nil {
+				if lost := f.lost(); len(lost) > 0 {
+					v.lost = append(v.lost, lost...)
+				}
 			}
 			ld.mu.Lock()
 			objects := len(ld.live())
@@ -316,6 +388,12 @@ func TestSoakAtScale(t *testing.T) {
 		t.Errorf("controller-runtime recovered %v reconcile panics", d)
 	}
 	op.stop()
+	if standby != nil {
+		standby.stop()
+	}
+	if hooks != nil {
+		hooks.stop()
+	}
 	stopWatch()
 	_ = proxy.Close()
 	stopEnvNow(t)
@@ -391,4 +469,175 @@ func throttleWindow(t *testing.T, ld *load, user string, responses *chaos.Respon
 	t.Logf("APF window: %.1fs, %d bursts (%d updates); 429s received by the operator %d; rejected by APF at %s: %v",
 		time.Since(t0).Seconds(), bursts, updated, n, pl, rejected)
 	return n, fmt.Sprintf("%d×429 (server: %.0f rejected %v) in %.0fs", n, total(rejected), rejected, time.Since(t0).Seconds())
+}
+
+// soakLease is the full soak's leader election: its renew deadline
+// outlasts the longest outage a window makes (an API server paused 10 s,
+// a restart), so the leader keeps its lease through every window but the
+// crash.
+var soakLease = leaseTimes{duration: 30 * time.Second, renew: 20 * time.Second, retry: 2 * time.Second}
+
+// stormWindow has writers users fight over targets live WebApps and their
+// Deployments for at least d while the operator reconciles them, until the
+// operator has received a 409 or 6×d passed. Each writer in turn sets a
+// label of its own on a WebApp (setLabel: read, update with the
+// resourceVersion read, again on a conflict) and changes the image of that
+// WebApp's Deployment the same way; the operator reverts the image with a
+// patch carrying the resourceVersion it read, which gets a 409 when its
+// cache is behind. It returns the 409s the operator received (the server's
+// answers: the injector is off), what the window did, and a check for
+// after recovery that lists what the users lost: an acknowledged label
+// missing from a WebApp still alive, or a Deployment whose image the
+// operator did not set back (it polls for up to a minute).
+func stormWindow(t *testing.T, ld *load, responses *chaos.ResponseCounter, d time.Duration, writers, targets int) (int, string, func() []string) {
+	t.Helper()
+	ld.mu.Lock()
+	live := ld.live()
+	ld.mu.Unlock()
+	names := head(live, targets)
+	if len(names) == 0 {
+		t.Fatal("conflict storm: no live WebApp")
+	}
+	ctx := ctxFor(t, 10*time.Minute)
+	got0 := responses.Status(http.StatusConflict)
+	var mu sync.Mutex
+	acked := map[string]map[string]string{} // WebApp → label → last acknowledged value
+	var userConflicts atomic.Int64
+	var edits atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			label := fmt.Sprintf("storm-writer-%02d", w)
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := names[(w+i)%len(names)]
+				key := client.ObjectKey{Namespace: ld.ns, Name: name}
+				err := setLabel(ctx, key, label, strconv.Itoa(i), &userConflicts)
+				if err == nil {
+					mu.Lock()
+					if acked[name] == nil {
+						acked[name] = map[string]string{}
+					}
+					acked[name][label] = strconv.Itoa(i)
+					mu.Unlock()
+					edits.Add(1)
+					err = retry.OnError(stormBackoff(), apierrors.IsConflict, func() error {
+						var dep appsv1.Deployment
+						if err := env.Client.Get(ctx, key, &dep); err != nil {
+							return err
+						}
+						dep.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("nginx:storm-%d-%d", w, i)
+						err := env.Client.Update(ctx, &dep)
+						if apierrors.IsConflict(err) {
+							userConflicts.Add(1)
+						}
+						return err
+					})
+					if err == nil {
+						edits.Add(1)
+					}
+				}
+				// The load may delete a target meanwhile.
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					t.Errorf("conflict storm, writer %d on %s: %v", w, name, err)
+					return
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	time.Sleep(d)
+	for responses.Status(http.StatusConflict) == got0 && time.Since(t0) < 6*d {
+		time.Sleep(time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	n := responses.Status(http.StatusConflict) - got0
+	t.Logf("conflict storm: %.1fs, %d writers on %d WebApps: %d edits, %d 409s to the users, %d to the operator",
+		time.Since(t0).Seconds(), writers, len(names), edits.Load(), userConflicts.Load(), n)
+	what := fmt.Sprintf("%d×409 (users %d, %d edits) in %.0fs", n, userConflicts.Load(), edits.Load(), time.Since(t0).Seconds())
+	check := func() []string {
+		var lost []string
+		for start := time.Now(); ; time.Sleep(time.Second) {
+			lost = lost[:0]
+			for _, name := range names {
+				ld.mu.Lock()
+				alive := slices.Contains(ld.live(), name)
+				ld.mu.Unlock()
+				if !alive {
+					continue
+				}
+				key := client.ObjectKey{Namespace: ld.ns, Name: name}
+				var app webappv1.WebApp
+				var dep appsv1.Deployment
+				if err := env.Client.Get(ctx, key, &app); err != nil {
+					lost = append(lost, fmt.Sprintf("%s: %v", name, err))
+					continue
+				}
+				mu.Lock()
+				for k, want := range acked[name] {
+					if got := app.Labels[k]; got != want {
+						lost = append(lost, fmt.Sprintf("%s: label %s=%q, want %q", name, k, got, want))
+					}
+				}
+				mu.Unlock()
+				if err := env.Client.Get(ctx, key, &dep); err != nil {
+					lost = append(lost, fmt.Sprintf("%s: Deployment: %v", name, err))
+					continue
+				}
+				want := controller.Children(&app)
+				for _, c := range want {
+					if wd, ok := c.(*appsv1.Deployment); ok && wd.Spec.Template.Spec.Containers[0].Image != dep.Spec.Template.Spec.Containers[0].Image {
+						lost = append(lost, fmt.Sprintf("%s: Deployment image %s, want %s", name, dep.Spec.Template.Spec.Containers[0].Image, wd.Spec.Template.Spec.Containers[0].Image))
+					}
+				}
+			}
+			if len(lost) == 0 || time.Since(start) > time.Minute {
+				return lost
+			}
+		}
+	}
+	return n, what, check
+}
+
+// failoverWindow crashes leader mid-work: once reconciles are in flight it
+// ends the leader's manager (its context is cancelled; the lease is not
+// released, as when a process dies) and waits for standby to take the
+// lease (within lt's bound) and then to start a reconcile. It returns the
+// time from the crash to standby's election and to its first reconcile,
+// and how many reconciles were in flight at the crash.
+func failoverWindow(t *testing.T, mon *chaos.ReconcileMonitor, leader, standby *operator, lt leaseTimes) (takeover, first time.Duration, inflight int) {
+	t.Helper()
+	ctx := ctxFor(t, 2*time.Minute)
+	if err := mon.WaitInFlight(ctx); err != nil {
+		t.Fatalf("no reconcile in flight to interrupt: %v", err)
+	}
+	inflight = mon.InFlight()
+	crashed := time.Now()
+	leader.stop()
+	total0 := mon.Total() // every reconcile from here on is the standby's
+	bound := lt.duration + 3*lt.retry + 5*time.Second
+	select {
+	case <-standby.mgr.Elected():
+	case <-time.After(bound):
+		t.Fatalf("the standby did not take over within %s", bound)
+	}
+	takeover = time.Since(crashed)
+	if limit := lt.duration + 3*lt.retry + time.Second; takeover > limit {
+		t.Errorf("takeover took %s, more than the lease bound %s", takeover, limit)
+	}
+	for mon.Total() == total0 {
+		if time.Since(crashed) > 2*bound {
+			t.Fatalf("the new leader started no reconcile within %s of the crash", 2*bound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return takeover, time.Since(crashed), inflight
 }

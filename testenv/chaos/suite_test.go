@@ -19,7 +19,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -32,13 +34,17 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,14 +54,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit/opkit/conditions"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
+	"github.com/opkit/opkit/examples/webapp/config"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/testenv/chaos"
+	"github.com/opkit/opkit/webhook/certs"
 )
 
 var soakFlag = flag.Bool("chaos.soak", false, "run the chaos suite in soak mode (also OPKIT_CHAOS_SOAK=1)")
@@ -110,7 +119,17 @@ type opConfig struct {
 	leaderID string // leader election on (without release on cancel) when set
 	// concurrency is the controller's MaxConcurrentReconciles; 0: the webapp default.
 	concurrency int
+	// lease times the leader election when leaderID is set; zero: the
+	// suite's short lease (leaseDuration, renewDeadline, retryPeriod).
+	lease leaseTimes
+	// electionCfg is the leader election's config when set (else cfg);
+	// the lease lock is then a LeaseLock named leaderID in ns.
+	electionCfg *rest.Config
 }
+
+// leaseTimes are a leader election's LeaseDuration, RenewDeadline and
+// RetryPeriod.
+type leaseTimes struct{ duration, renew, retry time.Duration }
 
 func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	t.Helper()
@@ -151,10 +170,28 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 		opts.LeaderElection = true
 		opts.LeaderElectionID = oc.leaderID
 		opts.LeaderElectionNamespace = ns
-		opts.LeaseDuration = ptr.To(leaseDuration)
-		opts.RenewDeadline = ptr.To(renewDeadline)
-		opts.RetryPeriod = ptr.To(retryPeriod)
+		lt := oc.lease
+		if lt == (leaseTimes{}) {
+			lt = leaseTimes{leaseDuration, renewDeadline, retryPeriod}
+		}
+		opts.LeaseDuration = ptr.To(lt.duration)
+		opts.RenewDeadline = ptr.To(lt.renew)
+		opts.RetryPeriod = ptr.To(lt.retry)
 		opts.LeaderElectionReleaseOnCancel = false
+		if oc.electionCfg != nil {
+			// The lock is built here: manager.Options.LeaderElectionConfig
+			// adds types to the (shared) scheme, a data race with a
+			// replica already running.
+			cs, err := kubernetes.NewForConfig(oc.electionCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: oc.leaderID},
+				Client:     cs.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: oc.leaderID + "-" + string(uuid.NewUUID())},
+			}
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -183,6 +220,155 @@ func startOperator(t *testing.T, ns string, oc opConfig) *operator {
 	}
 	t.Cleanup(op.stop)
 	return op
+}
+
+// ---- the webhooks ----
+
+// webhookOperator is the webapp operator with its own webhook server (the
+// defaulting and validating webhooks) in the same manager, as one pod runs
+// it, and the API server reaching that server through a chaos.Proxy.
+type webhookOperator struct {
+	proxy *chaos.Proxy
+	mon   *chaos.ReconcileMonitor
+	reg   *registry.Registry
+	// stop ends the manager and closes the proxy (also at the test's
+	// cleanup; the webhook configurations are deleted there).
+	stop func()
+}
+
+// startWebhookOperator starts the operator for ns and installs the webapp's
+// webhook configurations (config/webhook), renamed for ns, limited to ns by
+// a namespaceSelector, with failurePolicy policy, pointing at the proxy.
+// Without reconcile the manager serves the webhooks only (a webhook
+// Deployment of its own), and wo.mon and wo.reg see nothing.
+func startWebhookOperator(t *testing.T, ns string, policy admissionregistrationv1.FailurePolicyType, reconcile bool) *webhookOperator {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	ca, err := certs.NewCA("webhook-outage", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(certs.LocalHosts(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "certs")
+	if err := certs.WriteFiles(dir, kp, ca.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	wo := &webhookOperator{mon: chaos.NewReconcileMonitor(), reg: registry.New()}
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:                 wo.mon.Logger(logr.Discard()),
+		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	obs, err := observability.Setup(mgr, observability.WithRegisterer(reg), observability.WithGatherer(reg), observability.WithoutHealthChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reconcile {
+		if err := controller.Setup(mgr, controller.Options{Registry: wo.reg, Observability: obs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := controller.SetupWebhooks(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	if wo.proxy, err = chaos.NewProxy(fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() { errc <- mgr.Start(mctx) }()
+	var once sync.Once
+	wo.stop = func() {
+		once.Do(func() {
+			_ = wo.proxy.Close()
+			cancel()
+			if err := <-errc; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(wo.stop)
+
+	mutating, validating, err := config.Webhooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	point := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		path := ptr.Deref(cc.Service.Path, "/")
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + wo.proxy.Addr() + path), CABundle: ca.CertPEM}
+	}
+	var objs []client.Object
+	for _, m := range mutating {
+		m = m.DeepCopy()
+		m.Name += "-" + ns
+		for i := range m.Webhooks {
+			w := &m.Webhooks[i]
+			point(&w.ClientConfig)
+			w.FailurePolicy, w.NamespaceSelector, w.TimeoutSeconds = ptr.To(policy), selector, ptr.To[int32](2)
+		}
+		objs = append(objs, m)
+	}
+	for _, v := range validating {
+		v = v.DeepCopy()
+		v.Name += "-" + ns
+		for i := range v.Webhooks {
+			w := &v.Webhooks[i]
+			point(&w.ClientConfig)
+			w.FailurePolicy, w.NamespaceSelector, w.TimeoutSeconds = ptr.To(policy), selector, ptr.To[int32](2)
+		}
+		objs = append(objs, v)
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	wo.waitServing(t, ns)
+	return wo
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// invalidApp is a WebApp the validating webhook refuses: a config key that
+// cannot be a file name in the ConfigMap.
+func invalidApp(ns, name string) *webappv1.WebApp {
+	app := newApp(ns, name, "0")
+	app.Spec.Config["bad/key"] = "x"
+	return app
+}
+
+// waitServing waits until the API server calls the webhooks again: a dry-run
+// create of an invalid WebApp is denied by the validating webhook.
+func (wo *webhookOperator) waitServing(t *testing.T, ns string) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	waitFor(t, 30*time.Second, "the webhooks to answer", func() (bool, error) {
+		err := env.Client.Create(ctx, invalidApp(ns, "probe"), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "denied the request"), err
+	})
 }
 
 // ---- the load ----
@@ -1008,21 +1194,7 @@ func TestConflictStorm(t *testing.T) {
 			defer wg.Done()
 			for i := 1; i <= p.stormEdits; i++ {
 				a := (w + i) % len(names)
-				err := retry.OnError(stormBackoff(), apierrors.IsConflict, func() error {
-					var app webappv1.WebApp
-					if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names[a]}, &app); err != nil {
-						return err
-					}
-					if app.Labels == nil {
-						app.Labels = map[string]string{}
-					}
-					app.Labels[fmt.Sprintf("writer-%02d", w)] = strconv.Itoa(i)
-					err := env.Client.Update(ctx, &app)
-					if apierrors.IsConflict(err) {
-						conflicts.Add(1)
-					}
-					return err
-				})
+				err := setLabel(ctx, client.ObjectKey{Namespace: ns, Name: names[a]}, fmt.Sprintf("writer-%02d", w), strconv.Itoa(i), &conflicts)
 				if err != nil {
 					t.Errorf("writer %d: %v", w, err)
 					return
@@ -1117,6 +1289,27 @@ func TestConflictStorm(t *testing.T) {
 	if d := panics(t) - panics0; d != 0 {
 		t.Errorf("controller-runtime recovered %v reconcile panics", d)
 	}
+}
+
+// setLabel sets label k=v on WebApp key as a user would: read, change,
+// update (with its resourceVersion), again on a conflict (stormBackoff),
+// counting the conflicts it met in conflicts.
+func setLabel(ctx context.Context, key client.ObjectKey, k, v string, conflicts *atomic.Int64) error {
+	return retry.OnError(stormBackoff(), apierrors.IsConflict, func() error {
+		var app webappv1.WebApp
+		if err := env.Client.Get(ctx, key, &app); err != nil {
+			return err
+		}
+		if app.Labels == nil {
+			app.Labels = map[string]string{}
+		}
+		app.Labels[k] = v
+		err := env.Client.Update(ctx, &app)
+		if apierrors.IsConflict(err) {
+			conflicts.Add(1)
+		}
+		return err
+	})
 }
 
 // stormBackoff is the writers' conflict backoff: short, jittered, bounded
