@@ -297,19 +297,10 @@ func scalarValue(v any) (value.Value, bool) {
 // an object's apiVersion, kind, metadata and status whole.
 func trimStruct(v reflect.Value, set *fieldpath.Set, top bool) {
 	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		fv := v.Field(i)
-		if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
-			if top && f.Type == reflect.TypeFor[metav1.TypeMeta]() {
+	for _, fi := range infoOf(t).fields {
+		fv := v.Field(fi.index)
+		if fi.inline {
+			if top && t.Field(fi.index).Type == reflect.TypeFor[metav1.TypeMeta]() {
 				continue
 			}
 			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
@@ -320,9 +311,7 @@ func trimStruct(v reflect.Value, set *fieldpath.Set, top bool) {
 			}
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
+		name := fi.name
 		if top {
 			switch name {
 			case "apiVersion", "kind", "metadata", "status":
