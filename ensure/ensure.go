@@ -148,9 +148,11 @@ type Ensurer struct {
 	informers      cache.Informers
 	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
 
-	mu      sync.Mutex
-	recent  map[objectKey]record // live objects this Ensurer created or read past the cache
-	deleted map[types.UID]time.Time
+	mu     sync.Mutex
+	recent map[objectKey]record // live objects this Ensurer created or read past the cache
+	// recentSwept is when expired records were last dropped from recent.
+	recentSwept time.Time
+	deleted     map[types.UID]time.Time
 }
 
 type objectKey struct {
@@ -780,10 +782,15 @@ func (e *Ensurer) forget(key objectKey) {
 func (e *Ensurer) remember(ctx context.Context, t *target, live map[string]any) {
 	e.mu.Lock()
 	now := e.now()
-	for k, r := range e.recent {
-		if now.Sub(r.at) >= recentTTL {
-			delete(e.recent, k)
+	// Expired records are swept at most every quarter TTL (a sweep visits
+	// every record); an expired record is ignored by cached meanwhile.
+	if now.Sub(e.recentSwept) >= recentTTL/4 {
+		for k, r := range e.recent {
+			if now.Sub(r.at) >= recentTTL {
+				delete(e.recent, k)
+			}
 		}
+		e.recentSwept = now
 	}
 	e.recent[t.key] = record{live: live, at: now}
 	e.mu.Unlock()

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/opkit/opkit/ansible"
 	"github.com/opkit/opkit/ensure"
@@ -739,7 +740,7 @@ func (b *Builder[T]) Complete() error {
 	bld := builder.ControllerManagedBy(b.mgr).
 		Named(b.name).
 		WithOptions(opts).
-		Watches(b.newObject(), trigger(&handler.EnqueueRequestForObject{}), builder.WithPredicates(preds...))
+		WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, b.newObject(), trigger(&handler.EnqueueRequestForObject{}), preds...))
 	ownerGVK, err := apiutil.GVKForObject(b.newObject(), b.mgr.GetScheme())
 	if err != nil {
 		return fmt.Errorf("reconciler %s: %w", b.name, err)
@@ -752,7 +753,7 @@ func (b *Builder[T]) Complete() error {
 			continue
 		}
 		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
-		bld = bld.Watches(o.obj, trigger(followUp(h)), builder.WithPredicates(o.predicates...))
+		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(followUp(h)), o.predicates...))
 	}
 	for _, w := range b.watches {
 		bld = bld.Watches(w.obj, trigger(w.handler), w.opts...)

@@ -61,6 +61,12 @@
 //     fields, and ensure still corrects drift of every declared field. A
 //     child linked to its owner only by ensure's owner label finds the owner
 //     by its ensure.AnnotationOwner, checked by UID, with no index on T.
+//   - Start-up: the workers of a controller the builder registers start the
+//     moment T's informer and every watched child kind's informer have synced
+//     and handed their initial events to the controller's handlers — the
+//     wait is woken by the sync (client-go's HasSyncedChecker), not polled
+//     every 100ms as controller-runtime's sources do, which on every start and
+//     restart kept the workers idle up to 200ms after the caches were full.
 //   - Owns(obj, opts…) declares one child kind with watch, prune and index
 //     as separate choices ([WithoutWatch], [WithoutPrune], [WithoutIndex]) and
 //     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). An

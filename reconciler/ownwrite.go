@@ -32,6 +32,7 @@ const ownWriteTTL = time.Minute
 type ownWrites struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]ownWrite
+	swept   time.Time // when entries older than ownWriteTTL were last dropped
 }
 
 type ownWrite struct {
@@ -53,10 +54,16 @@ func (w *ownWrites) remember(obj client.Object) {
 	if w.entries == nil {
 		w.entries = map[types.NamespacedName]ownWrite{}
 	}
-	for k, e := range w.entries {
-		if now.Sub(e.at) >= ownWriteTTL {
-			delete(w.entries, k)
+	// Expired entries are swept at most every quarter TTL, not on every
+	// write: a sweep visits every entry, and at thousands of writes a
+	// minute a sweep per write made each write cost O(entries).
+	if now.Sub(w.swept) >= ownWriteTTL/4 {
+		for k, e := range w.entries {
+			if now.Sub(e.at) >= ownWriteTTL {
+				delete(w.entries, k)
+			}
 		}
+		w.swept = now
 	}
 	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{uid: obj.GetUID(), rv: obj.GetResourceVersion(), status: status, at: now}
 }
