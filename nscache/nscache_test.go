@@ -287,14 +287,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 // third joins when labelled, one leaves when unlabelled, and a fourth, never
 // labelled though the user may read it, is never touched.
 func TestFollowsNamespaceLabels(t *testing.T) {
-	leaks := []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	}
+	leaks := append(testenv.LeakOptions(), goleak.IgnoreCurrent())
 	ctx := context.Background()
 	label := "nscache.opkit.dev/test-" + rand.String(6)
 	on := ptr.To("on")
@@ -516,14 +509,7 @@ func (e *events) about(ns string) []string {
 // and informer removal, reads routed by namespace and scope, and a namespace
 // leaving.
 func TestInformerFollowsNamespaces(t *testing.T) {
-	leaks := []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	}
+	leaks := append(testenv.LeakOptions(), goleak.IgnoreCurrent())
 	ctx := context.Background()
 	label := "nscache.opkit.dev/test-" + rand.String(6)
 	on := ptr.To("on")

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,11 +51,14 @@ func ownerByLabel[T client.Object](ctx context.Context, scheme *runtime.Scheme, 
 }
 
 // ownerKeyOf parses ensure.AnnotationOwner ("Kind.group namespace/name",
-// "Kind name" for a cluster-scoped owner in the core group) when it names an
-// owner of kind gk.
+// "Kind name" for a cluster-scoped owner; no ".group" for the core group)
+// when it names an owner of kind gk. Anyone who may edit the child can
+// rewrite the annotation: a value whose namespace or name no object can
+// have (empty, ".", "..", or holding "/" or "%") is no owner key — false and
+// the zero key — and the caller falls back to its scan.
 func ownerKeyOf(annotation string, gk schema.GroupKind) (types.NamespacedName, bool) {
 	kind, rest, ok := strings.Cut(annotation, " ")
-	if !ok || rest == "" {
+	if !ok {
 		return types.NamespacedName{}, false
 	}
 	want := gk.Kind
@@ -64,8 +68,21 @@ func ownerKeyOf(annotation string, gk schema.GroupKind) (types.NamespacedName, b
 	if kind != want {
 		return types.NamespacedName{}, false
 	}
+	var key types.NamespacedName
 	if ns, name, namespaced := strings.Cut(rest, "/"); namespaced {
-		return types.NamespacedName{Namespace: ns, Name: name}, ns != "" && name != ""
+		key = types.NamespacedName{Namespace: ns, Name: name}
+		if !isObjectName(ns) {
+			return types.NamespacedName{}, false
+		}
+	} else {
+		key = types.NamespacedName{Name: rest}
 	}
-	return types.NamespacedName{Name: rest}, true
+	if !isObjectName(key.Name) {
+		return types.NamespacedName{}, false
+	}
+	return key, true
 }
+
+// isObjectName reports a string the API server could accept as an object's
+// name or namespace at the least: a non-empty path segment.
+func isObjectName(s string) bool { return s != "" && len(content.IsPathSegmentName(s)) == 0 }

@@ -1,6 +1,7 @@
 package sharding
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -50,19 +51,29 @@ const (
 	VersionAnnotation = "ring.shard.opkit.dev/version"
 )
 
+// MaxWeight is the largest weight a member can have: [LeaseWeight] reads a
+// larger announced weight as MaxWeight, [WithWeight] and [WithWeights] cap
+// theirs at it. A member of weight MaxWeight has 10,000 times the points of
+// one of [DefaultWeight] (2,560,000 with [DefaultVirtualNodes]), so no value
+// anyone writes into [WeightAnnotation] makes every replica build a ring of
+// billions of points.
+const MaxWeight = 10_000 * DefaultWeight
+
 // LeaseWeight returns the weight a member Lease announces in
 // [WeightAnnotation]: [DefaultWeight] when the annotation is absent or not a
-// decimal integer, 0 for a negative value.
+// decimal integer, 0 for a negative value, [MaxWeight] for a larger one
+// (also one too large for an int).
 func LeaseWeight(lease *coordinationv1.Lease) int {
 	v, ok := lease.Annotations[WeightAnnotation]
 	if !ok {
 		return DefaultWeight
 	}
+	// Out of an int's range, Atoi returns the nearest int with ErrRange.
 	w, err := strconv.Atoi(v)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return DefaultWeight
 	}
-	return max(w, 0)
+	return min(max(w, 0), MaxWeight)
 }
 
 // LeaseVersion returns the version a member Lease announces in

@@ -58,8 +58,8 @@ func (o WeightsOption) applyToRing(r *ringOptions) { r.weights = o }
 
 // WithWeights gives members weights (members missing from w weigh
 // [DefaultWeight]). A member of weight w > 0 gets max(1,
-// round(w × virtual nodes / DefaultWeight)) points, so its expected share of
-// the hash space is its points over all points; a member of weight 0 or less
+// round(min(w, [MaxWeight]) × virtual nodes / DefaultWeight)) points, so
+// its expected share of the hash space is its points over all points; a member of weight 0 or less
 // is left off the ring (it is not among [Ring.Members] and owns nothing).
 // Points of a member are the same whatever its weight, only their number
 // changes: raising one member's weight moves keys only to it, lowering it
@@ -90,7 +90,7 @@ func NewRing(members []string, opts ...RingOption) *Ring {
 	for _, m := range ms {
 		n := o.vnodes
 		if w, ok := o.weights[m]; ok && w != DefaultWeight {
-			n = max(1, int(math.Round(float64(w)*float64(o.vnodes)/DefaultWeight)))
+			n = max(1, int(math.Round(float64(min(w, MaxWeight))*float64(o.vnodes)/DefaultWeight)))
 		}
 		for i := range n {
 			buf = append(append(append(buf[:0], m...), '#'), strconv.Itoa(i)...)

@@ -119,13 +119,13 @@ func WithReleaseOnStop(release bool) ShardOption {
 // WithWeight sets the weight the member announces on its Lease
 // ([WeightAnnotation]) when the Lease has none: when it is created, or was
 // written before weights existed. Default [DefaultWeight]; negative counts
-// as 0. A member of weight 0 is on no ring: it holds its Lease and may be
+// as 0, more than [MaxWeight] as MaxWeight. A member of weight 0 is on no ring: it holds its Lease and may be
 // given objects only once someone raises its weight, which is how a canary
 // version joins (see the sharding/canary package). A weight already on the
 // Lease is kept, across renewals and restarts: once set, whoever steers the
 // ring owns it.
 func WithWeight(w int) ShardOption {
-	return shardOptionFunc(func(s *Shard) { s.weight = max(w, 0) })
+	return shardOptionFunc(func(s *Shard) { s.weight = min(max(w, 0), MaxWeight) })
 }
 
 // WithVersion sets the operator version the member announces on its Lease

@@ -68,6 +68,9 @@ func (l *eventLog) snapshot() []certs.Event {
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
+// run starts the control plane through testenv.RunMain, so the package gets
+// its leak check: the webhook manager, the Rotator and every manager a test
+// starts must have stopped once the tests ended.
 func run(m *testing.M) int {
 	scheme = runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, v1alpha1.AddToScheme} {
@@ -76,8 +79,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	var err error
-	env, err = testenv.New(
+	return testenv.RunMain(webhookMain{m}, &env,
 		testenv.WithScheme(scheme),
 		testenv.WithCRDPaths("testdata/crds"),
 		testenv.WithWebhooks(envtest.WebhookInstallOptions{
@@ -85,23 +87,22 @@ func run(m *testing.M) int {
 			MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutatingConfiguration()},
 		}),
 	)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
-		}
-	}()
+}
+
+// webhookMain serves the webhooks for the whole package from a manager of
+// their own (started once env is up) around the tests, and stops it before
+// RunMain stops the control plane and checks for leaked goroutines.
+type webhookMain struct{ m *testing.M }
+
+func (w webhookMain) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	stopped, err := startManager(ctx)
 	if err != nil {
-		cancel()
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	code := m.Run()
+	code := w.m.Run()
 	cancel()
 	if err := <-stopped; err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

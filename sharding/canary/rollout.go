@@ -481,7 +481,9 @@ func (r *Rollout) targetWeights(st State, canary, stable, others []string) map[s
 // [sharding.DefaultWeight]; at 100 the other way round; in between every
 // stable member weighs DefaultWeight and every canary member
 // round(DefaultWeight × |stable| × percent / ((100 − percent) × |canary|)),
-// at least 1.
+// at least 1 and at most [sharding.MaxWeight] (a larger weight would read
+// back from the Lease as MaxWeight, and the rollout would wait for it
+// forever).
 func Weights(percent int, canary, stable []string) map[string]int {
 	out := make(map[string]int, len(canary)+len(stable))
 	wc, ws := 0, sharding.DefaultWeight
@@ -489,7 +491,7 @@ func Weights(percent int, canary, stable []string) map[string]int {
 	case percent >= 100:
 		wc, ws = sharding.DefaultWeight, 0
 	case percent > 0 && len(canary) > 0:
-		wc = max(1, int(math.Round(float64(sharding.DefaultWeight*len(stable)*percent)/float64((100-percent)*len(canary)))))
+		wc = min(max(1, int(math.Round(float64(sharding.DefaultWeight*len(stable)*percent)/float64((100-percent)*len(canary))))), sharding.MaxWeight)
 	}
 	for _, m := range canary {
 		out[m] = wc

@@ -3,6 +3,7 @@ package canary
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -106,9 +107,25 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+// atoi reads a count or index back: 0 for anything but a decimal integer
+// of at least 0 (a negative step would index the steps out of range).
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
-func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+// atof reads an error count back: 0 for anything but a finite number of at
+// least 0 (NaN would pass every comparison a judge makes with it).
+func atof(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}
 
 // data renders s as the ConfigMap's data.
 func (s State) data() map[string]string {
@@ -150,7 +167,8 @@ func split(s string) []string {
 }
 
 // stateFrom parses a ConfigMap's data. Cohorts come back with Members,
-// Objects, Errors and, as Stalled, their unhealthy count only.
+// Objects, Errors and, as Stalled, their unhealthy count only. A number that
+// is missing, malformed or out of range (negative, not finite) reads as 0.
 func stateFrom(d map[string]string) State {
 	s := State{
 		Phase:           Phase(d["phase"]),

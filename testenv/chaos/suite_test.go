@@ -863,16 +863,8 @@ func panics(t *testing.T) float64 {
 // keep-alive connections of client-go's shared transports, klog's flusher,
 // and the control plane's own process waiters.
 func leakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		// The control plane outlives the test; a restarted API server has a new waiter.
-		goleak.IgnoreAnyFunction("sigs.k8s.io/controller-runtime/pkg/internal/testing/process.(*State).Start.func1"),
-	}
+	// The control plane outlives the test; a restarted API server has a new waiter.
+	return append(testenv.LeakOptions("sigs.k8s.io/controller-runtime/pkg/internal/testing/process.(*State).Start.func1"), goleak.IgnoreCurrent())
 }
 
 // idempotentNow checks that a converged WebApp reconciles without a write.
