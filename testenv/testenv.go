@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -249,7 +250,17 @@ func Start(tb testing.TB, opts ...Option) *Env {
 // client-go's transports, klog's flush daemon and apimachinery's watch.Filter
 // loop (an upstream flaw of metadata-only informers) are not counted;
 // [WithIgnoredGoroutines] exempts more.
+//
+// A fuzzing run (go test -fuzz, the coordinator and each of its worker
+// processes) starts no control plane and leaves *env nil: every worker
+// would otherwise start its own, and fuzzing a parser would wait on
+// control planes instead of running inputs. Fuzz targets in a package that
+// uses RunMain must not use *env; its seed corpus still runs with the
+// package's other tests (go test without -fuzz), control plane started.
 func RunMain(m interface{ Run() int }, env **Env, opts ...Option) int {
+	if fuzzing() {
+		return m.Run()
+	}
 	before := goleak.IgnoreCurrent()
 	e, err := New(opts...)
 	if err != nil {
@@ -435,3 +446,16 @@ func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
 }
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
+
+// fuzzing reports whether the test binary runs as go test -fuzz's
+// coordinator or one of its workers.
+func fuzzing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		return true
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
+}
