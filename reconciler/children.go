@@ -7,7 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -28,6 +30,11 @@ func (r *Reconciler[T]) listChildren(ctx context.Context, owner client.Object, l
 	gvk, err := apiutil.GVKForObject(list, r.client.Scheme())
 	if err != nil {
 		return fmt.Errorf("reconciler: list children of %s/%s: %w", owner.GetNamespace(), owner.GetName(), err)
+	}
+	if ul, ok := list.(*unstructured.UnstructuredList); ok && r.client.Scheme().Recognizes(gvk) {
+		// A kind the scheme knows is cached (and owner-indexed) by its
+		// typed informer, as Owns watches it: list that and convert.
+		return r.listChildrenAsTyped(ctx, owner, ul, gvk)
 	}
 	kind := gvk.GroupVersion().WithKind(trimList(gvk.Kind))
 	uid := owner.GetUID()
@@ -59,6 +66,39 @@ func (r *Reconciler[T]) listChildren(ctx context.Context, owner client.Object, l
 		}
 	}
 	return meta.SetList(list, items)
+}
+
+// listChildrenAsTyped lists owner's children of the typed list kind gvk
+// and stores them in ul as unstructured objects with apiVersion and kind.
+func (r *Reconciler[T]) listChildrenAsTyped(ctx context.Context, owner client.Object, ul *unstructured.UnstructuredList, gvk schema.GroupVersionKind) error {
+	obj, err := r.client.Scheme().New(gvk)
+	if err != nil {
+		return fmt.Errorf("reconciler: list children of %s/%s: %w", owner.GetNamespace(), owner.GetName(), err)
+	}
+	typed, ok := obj.(client.ObjectList)
+	if !ok {
+		return fmt.Errorf("reconciler: list children of %s/%s: %s is not a list", owner.GetNamespace(), owner.GetName(), gvk)
+	}
+	if err := r.listChildren(ctx, owner, typed); err != nil {
+		return err
+	}
+	item := gvk.GroupVersion().WithKind(trimList(gvk.Kind))
+	ul.Items = nil
+	err = meta.EachListItem(typed, func(o runtime.Object) error {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		u := unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(item)
+		ul.Items = append(ul.Items, u)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: list children of %s/%s: %w", owner.GetNamespace(), owner.GetName(), err)
+	}
+	ul.SetResourceVersion(typed.GetResourceVersion())
+	return nil
 }
 
 func containsUID(items []runtime.Object, uid types.UID) bool {

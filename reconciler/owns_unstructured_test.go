@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ import (
 // kinds its charts render) is watched, indexed and pruned like the typed
 // kind. Before the fix the owner index went on the unstructured informer
 // while prune listed the typed one, and every reconcile failed with
-// `Index with name field:ensure.opkit.dev/owner-uid-bucket does not exist`.
+// `Index with name field:ensure.opkit.dev/owner-uid-bucket does not exist`;
+// Observed.Children given an UnstructuredList of the kind failed the same
+// way (the status step below lists the children so).
 func TestOwnsUnstructuredOfKnownKind(t *testing.T) {
 	ns := env.Namespace(t)
 	proto := &unstructured.Unstructured{}
@@ -45,7 +48,24 @@ func TestOwnsUnstructuredOfKnownKind(t *testing.T) {
 				}
 				return []client.Object{cm}, nil
 			}).
-			Status(markReady).
+			Status(func(ctx context.Context, g *Gadget, o reconciler.Observed) error {
+				// Observed.Children with an UnstructuredList of the kind
+				// reads the typed informer the owner index is on.
+				l := &unstructured.UnstructuredList{}
+				l.SetAPIVersion("v1")
+				l.SetKind("ConfigMapList")
+				if err := o.Children(ctx, l); err != nil {
+					return err
+				}
+				want := 1
+				if g.Spec.Value == "none" {
+					want = 0
+				}
+				if len(l.Items) != want {
+					return fmt.Errorf("Observed.Children: %d ConfigMaps, want %d", len(l.Items), want)
+				}
+				return markReady(ctx, g, o)
+			}).
 			Observability(obs).
 			Complete()
 	})

@@ -61,7 +61,10 @@ type childAccess interface {
 // owner label for it (cluster-scoped and cross-namespace children) — made by
 // this controller or by anyone else. They are read from the cache, through
 // the owner index for kinds declared with Owns (without [WithoutIndex]);
-// otherwise by a label selector plus a scan of the owner's namespace.
+// otherwise by a label selector plus a scan of the owner's namespace. An
+// *unstructured.UnstructuredList of a kind the scheme knows is listed from
+// the typed informer (the one Owns watches and indexes) and filled with
+// unstructured copies carrying apiVersion and kind.
 func (o Observed) Children(ctx context.Context, list client.ObjectList) error {
 	if o.children == nil {
 		return errors.New("reconciler: Observed has no owner")
