@@ -375,11 +375,12 @@ func (wo *webhookOperator) waitServing(t *testing.T, ns string) {
 
 // appState is what the user (the load) knows about one WebApp.
 type appState struct {
-	created       bool     // a create was acknowledged (or found to exist)
-	createUnknown bool     // a create failed ambiguously
-	deleted       bool     // a delete was issued and acknowledged
-	deleteUnknown bool     // a delete failed ambiguously
-	values        []string // spec.config["v"] values it may hold: the last acknowledged one and any ambiguous later ones
+	created       bool              // a create was acknowledged (or found to exist)
+	createUnknown bool              // a create failed ambiguously
+	deleted       bool              // a delete was issued and acknowledged
+	deleteUnknown bool              // a delete failed ambiguously
+	values        []string          // spec.config["v"] values it may hold: the last acknowledged one and any ambiguous later ones
+	labels        map[string]string // labels the create sets (createBurst)
 }
 
 // load creates, updates and deletes WebApps with the test's own (direct)
@@ -479,6 +480,7 @@ func (l *load) do(ctx context.Context, kind, name, value string) {
 	switch kind {
 	case "create":
 		app := newApp(l.ns, name, value)
+		app.Labels = st.labels
 		if l.replicas != nil {
 			app.Spec.Replicas = l.replicas
 		}
