@@ -21,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -181,7 +182,7 @@ func processWindow(t *testing.T, ld *load, bin, ns, journal string, bound time.D
 		done, total := killMidBurst(t, ld, 50, bound, func() error {
 			select {
 			case <-pr.Exited():
-				return fmt.Errorf("%s exited: %v\n%s", pr.Name, pr.Err(), pr.Tail(20))
+				return fmt.Errorf("%s exited: %w\n%s", pr.Name, pr.Err(), pr.Tail(20))
 			default:
 				return nil
 			}
@@ -232,7 +233,11 @@ func skewWindow(t *testing.T, ld *load, ns string, reg *registry.Registry, bound
 	for i, off := range skewOffsets {
 		clocks[i] = skewed{offset: off}
 	}
-	fl, err := fleet.NewFleet(env.Config, fleet.Options{Ring: fleet.DefaultRing, Namespace: ns, Replicas: len(skewOffsets),
+	// The replicas' requests go to the API server directly, unthrottled by
+	// client-go (as the in-process operator's).
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	fl, err := fleet.NewFleet(cfg, fleet.Options{Ring: fleet.DefaultRing, Namespace: ns, Replicas: len(skewOffsets),
 		LeaseDuration: skewLease, Scheme: env.Scheme, Clocks: clocks, Registry: reg, Concurrency: 8})
 	if err != nil {
 		t.Fatal(err)
