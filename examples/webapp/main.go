@@ -26,6 +26,7 @@ func main() {
 	var o options
 	o.Register(flag.CommandLine, "embedded demo: exit 0 once every sample WebApp is Ready (bounded; used by CI)", 5*time.Minute)
 	flag.StringVar(&o.webhooks, "webhooks", "auto", "serve the admission webhooks: on, off, or auto (on when embedded; on a cluster they need a serving certificate, see README)")
+	flag.StringVar(&o.routeRegistry, "route-registry", "", "keep the route registry (the operator's stand-in external system) in this journal file, so it outlives the process; one operator process may write it at a time (default: in memory)")
 	flag.Parse()
 	o.ReadKubeconfig(flag.CommandLine)
 	examplecmd.Main("webapp", func(ctx context.Context) error { return run(ctx, o) })
@@ -34,4 +35,7 @@ func main() {
 type options struct {
 	examplecmd.Flags
 	webhooks string
+	// routeRegistry is the route registry's journal file (registry.Open);
+	// empty: in memory.
+	routeRegistry string
 }

@@ -97,6 +97,12 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	reg := registry.New()
+	if o.routeRegistry != "" {
+		if reg, err = registry.Open(o.routeRegistry); err != nil {
+			return err
+		}
+		defer func() { _ = reg.Close() }()
+	}
 	if err := controller.Setup(mgr, controller.Options{Registry: reg, Observability: obs, MigrateStorage: true}); err != nil {
 		return err
 	}

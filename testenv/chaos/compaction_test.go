@@ -31,7 +31,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"net/http"
 	"syscall"
 	"testing"
@@ -333,5 +335,65 @@ func TestProxyRefuseRestore(t *testing.T) {
 	waitFor(t, 10*time.Second, "requests pass after Restore", func() (bool, error) { return get() == nil, get() })
 	if err := proxy.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A client that redials the instant Refuse closes its connection — as a
+// reflector does when its watch ends — must be refused (ECONNREFUSED, which
+// makes client-go resume the watch from its old resourceVersion), never
+// accepted and reset (which makes it list afresh: no 410 to count).
+func TestProxyRefuseRedialIsRefused(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	proxy, err := chaos.NewProxy(srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	const rounds = 100
+	var other []string
+	for range rounds {
+		c, err := net.Dial("tcp", proxy.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		redial := make(chan error, 1)
+		go func() {
+			b := make([]byte, 1)
+			_, _ = c.Read(b) // returns when the proxy closes the connection
+			c2, err := net.Dial("tcp", proxy.Addr())
+			if err == nil {
+				// Accepted: the proxy resets it, or it stays silent.
+				_ = c2.SetReadDeadline(time.Now().Add(time.Second))
+				_, err = c2.Read(b)
+				_ = c2.Close()
+			}
+			redial <- err
+		}()
+		time.Sleep(2 * time.Millisecond) // the client is blocked in Read
+		proxy.Refuse()
+		if err := <-redial; !errors.Is(err, syscall.ECONNREFUSED) {
+			other = append(other, fmt.Sprint(err))
+		}
+		proxy.Restore()
+		_ = c.Close()
+	}
+	if len(other) > 0 {
+		t.Errorf("%d of %d immediate redials after Refuse were not refused, e.g. %v", len(other), rounds, head(other, 3))
 	}
 }

@@ -130,8 +130,11 @@ func (p *Proxy) Blackhole() { p.partition(modeBlackhole) }
 // connection (backing off), but lists everything again after any other
 // failure to open the watch — so only Refuse makes informers resume watches
 // from a resourceVersion that may have expired meanwhile.
+//
+// The port closes before the open connections do: a client that redials the
+// instant its connection closes (a reflector whose watch ended) is refused,
+// not accepted and reset.
 func (p *Proxy) Refuse() {
-	p.partition(modeRefuse)
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
@@ -139,6 +142,7 @@ func (p *Proxy) Refuse() {
 	if ln != nil {
 		_ = ln.Close()
 	}
+	p.partition(modeRefuse)
 }
 
 func (p *Proxy) partition(m proxyMode) {

@@ -5,17 +5,26 @@ package chaos_test
 // network cut, expired watches (etcd compacted while the API server is
 // away), a conflict storm (16 users fighting over WebApps and their
 // Deployments, which the operator reverts), an outage of the webapp's
-// webhooks (failurePolicy Ignore), and a crash of the leader mid-work (two
-// replicas with leader election; the standby takes over) —
-// each under a steady load of creates, updates and deletes (the
-// throttling window drives its own bursts of updates instead).
+// webhooks (failurePolicy Ignore), a crash of the leader mid-work (two
+// replicas with leader election; the standby takes over), the death of the
+// operator as a separate OS process (the webapp binary as it ships, built
+// with go build, takes the WebApps over and is SIGKILLed mid-burst twice; a
+// third process converges them), and clock skew between the replicas of the
+// sharded operator (examples/sharded/fleet: three replicas on clocks −30 s,
+// 0 and +30 s take the WebApps over; one crashes mid-burst) — each under a
+// steady load of creates, updates and deletes (the throttling window drives
+// its own bursts of updates instead). The last two windows hand the WebApps
+// back to the in-process operator once they converged.
 // After each fault every WebApp must converge; none may be lost or
 // duplicated; the time to converge is the fault's recovery. Each window
 // counts the faults it actually injected (API errors, 429s the operator
 // received, connections dropped, 410s, 409s the operator received, the
-// webhook connections dropped or reset, the failover); a window with none
-// fails the test, and so does a window
-// skipped for lack of time.
+// webhook connections dropped or reset, the failover, the SIGKILLs, the
+// skewed replicas started and the crash); a window with none fails the
+// test, and so does a window skipped for lack of time. The skew window
+// also fails when the skew does not show in the member Leases, when a
+// WebApp moved off a live member, or when two replicas were ever inside
+// one WebApp's Reconcile at once (the fleet's OverlapDetector).
 //
 // The operator runs as a user of its own (cluster-admin, outside
 // system:masters, which APF exempts), so the throttling window can give its
@@ -37,7 +46,10 @@ package chaos_test
 // Deployment controller, not the operator, sets the pace at 2,000. The
 // webapp operator's external side effect is its route registry: a route
 // left behind for a deleted WebApp is a leak, and the verdict counts it
-// (the test fails while one remains).
+// (the test fails while one remains). The registry is a journal file
+// (registry.Open) that the in-process operator, the binary
+// (--route-registry) and the sharded replicas share, so it outlives a
+// SIGKILLed process as an external system would.
 
 import (
 	"context"
@@ -45,6 +57,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,6 +76,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit/opkit/examples/sharded/fleet"
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
@@ -102,7 +116,7 @@ func currentSoakProfile(t *testing.T) soakProfile {
 		// Fill and recovery take about 0.1 s per WebApp here (1,000: 115 s);
 		// the budget leaves room for every window at that pace.
 		p.converge = max(p.converge, time.Duration(p.objects)*100*time.Millisecond)
-		p.budget = 10*time.Minute + time.Duration(p.objects)*300*time.Millisecond
+		p.budget = 10*time.Minute + time.Duration(p.objects)*750*time.Millisecond
 	}
 	return p
 }
@@ -139,7 +153,15 @@ func TestSoakAtScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registry.New()
+	// The route registry is a journal file: the operator binary of the
+	// process window and the sharded replicas of the skew window write the
+	// same routes, and a route a killed process left behind is still there.
+	journal := filepath.Join(t.TempDir(), "routes.journal")
+	reg, err := registry.Open(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Close() }()
 	mon := chaos.NewReconcileMonitor()
 	fc := chaos.NewFinalizerChecker(controller.FinalizerName, chaos.WithCleanupProbe(func(k types.NamespacedName) bool {
 		_, routed := reg.Lookup(k.String())
@@ -174,6 +196,11 @@ func TestSoakAtScale(t *testing.T) {
 	}
 	ld := newLoad(ns, 2000)
 	ld.replicas = ptr.To[int32](0)
+	var bin string // the webapp operator as it ships, for the process window
+	if p.all {
+		bin = chaos.BuildBinary(t, "../../examples/webapp")
+	}
+	ho := handover{t: t, ns: ns, oc: oc, op: &op, stand: &standby, all: p.all}
 
 	// Fill: p.objects WebApps by 16 writers.
 	t0 := time.Now()
@@ -204,10 +231,14 @@ func TestSoakAtScale(t *testing.T) {
 		inject func() (int, string) // the fault is over when it returns
 		report func() (int, string) // after recovery, when set: what was injected (replaces inject's)
 		lost   func() []string      // after recovery, when set: what the window's own writes lost
-		noLoad bool                 // the window drives its own load
-		always bool                 // in the bounded form too
+		// handBack, when set, runs once the WebApps converged after the
+		// window (the recovery measured with the window's operator): it
+		// gives them back to the in-process operator.
+		handBack func()
+		noLoad   bool // the window drives its own load
+		always   bool // in the bounded form too
 	}
-	var expired0 int
+	var expired0, expiryOutages int
 	faults := []fault{
 		{name: fmt.Sprintf("API errors ≥ %s", p.fault), inject: func() (int, string) {
 			// The rules pick from what the operator sends: its writes
@@ -268,16 +299,28 @@ func TestSoakAtScale(t *testing.T) {
 			return dropped + reset, fmt.Sprintf("1 cut: %d connections dropped, %d reset", dropped, reset)
 		}},
 		{name: fmt.Sprintf("watches expired (refused %s, compaction %s)", max(p.fault, 4*compactionInterval), compactionInterval), inject: func() (int, string) {
+			// The reflectors resume their watches after their back-off
+			// (up to ~30 s); the window waits that long for a 410 and
+			// takes the server away again (3 outages at most) if none
+			// came. The count is what arrived: none still fails.
 			expired0 = responses.Expired()
-			proxy.Refuse()
-			time.Sleep(max(p.fault, 4*compactionInterval))
-			proxy.Restore()
-			return 0, ""
+			for expiryOutages = 1; ; expiryOutages++ {
+				proxy.Refuse()
+				time.Sleep(max(p.fault, 4*compactionInterval))
+				proxy.Restore()
+				for t0 := time.Now(); responses.Expired() == expired0 && time.Since(t0) < 30*time.Second; {
+					time.Sleep(500 * time.Millisecond)
+				}
+				if responses.Expired() > expired0 || expiryOutages == 3 {
+					return 0, ""
+				}
+				t.Logf("watch expiry: no 410 within 30 s of outage %d; the server goes away again", expiryOutages)
+			}
 		}, report: func() (int, string) {
 			// The informers resume after their back-off, some after the
 			// WebApps converged: count once the caches caught up.
 			n := responses.Expired() - expired0
-			return n, fmt.Sprintf("%d×410", n)
+			return n, fmt.Sprintf("%d×410 (%d outage(s))", n, expiryOutages)
 		}}, // full form only: in CI's bounded form (100 WebApps) the window
 		// once saw no 410 at all; TestWatchExpiryRelists proves expiry there.
 	}
@@ -287,9 +330,7 @@ func TestSoakAtScale(t *testing.T) {
 		var what string
 		n, what, stormLost = stormWindow(t, ld, responses, p.fault, 16, 8)
 		return n, what
-	}, lost: func() []string { return stormLost() }}) // full form only until the
-	// missed wake-up it found at 300 WebApps (one WebApp left Reconciling
-	// after the storm) is fixed; TestConflictStorm runs in CI.
+	}, lost: func() []string { return stormLost() }, always: true})
 	if p.all {
 		faults = append(faults, fault{name: fmt.Sprintf("webhook outage %s (failurePolicy Ignore)", p.fault), inject: func() (int, string) {
 			accepted0, dropped0, _ := hooks.proxy.Stats()
@@ -308,6 +349,30 @@ func TestSoakAtScale(t *testing.T) {
 			// The standby leads; a new replica stands by.
 			op, standby = standby, startOperator(t, ns, oc)
 			return 1, fmt.Sprintf("1 failover (%d reconciling): leader %.1fs, reconciling %.1fs", inflight, takeover.Seconds(), first.Seconds())
+		}})
+		var last *chaos.Process
+		faults = append(faults, fault{name: fmt.Sprintf("operator process SIGKILLed mid-work (binary, %d kills)", processKills), inject: func() (int, string) {
+			ho.stop()
+			var n int
+			var what string
+			last, n, what = processWindow(t, ld, bin, ns, journal, p.converge)
+			return n, what
+		}, handBack: func() {
+			last.Kill()
+			ho.start()
+		}})
+		var fl *fleet.Fleet
+		faults = append(faults, fault{name: "clock skew ±30 s: sharded operator, 3 replicas, 1 crash", inject: func() (int, string) {
+			ho.stop()
+			var n int
+			var what string
+			// The assigner labels every WebApp and its three children
+			// (4 workers), and drains as the replicas join one by one.
+			fl, n, what = skewWindow(t, ld, ns, reg, p.converge+time.Duration(p.objects)*200*time.Millisecond, p.poll)
+			return n, what
+		}, handBack: func() {
+			handBackFleet(t, fl)
+			ho.start()
 		}})
 	}
 
@@ -338,6 +403,9 @@ func TestSoakAtScale(t *testing.T) {
 			loadTime := time.Since(t0)
 			ops := ld.ok.Load() + ld.fail.Load() - ops0
 			recovery, v := ld.waitConvergedEvery(t, reg, p.converge, p.poll)
+			if f.handBack != nil {
+				f.handBack()
+			}
 			caughtUp := waitCachesCaughtUp(t, op, ns, p.converge, p.poll)
 			if f.report != nil {
 				count, injected = f.report()

@@ -147,7 +147,10 @@ func (f *Flags) ReadKubeconfig(fs *flag.FlagSet) {
 // ctrl.GetConfig it does not fall back to ~/.kube/config: a demo run without
 // flags stays on its embedded control plane (pass --kubeconfig
 // ~/.kube/config for that cluster). A configured kubeconfig that cannot be
-// loaded is an error.
+// loaded is an error. Like ctrl.GetConfig, it turns client-side rate
+// limiting off (QPS -1) unless the kubeconfig sets a QPS: the API server's
+// Priority and Fairness paces the operator, not client-go's default of 5
+// requests/s.
 func (f *Flags) ClusterConfig() (*rest.Config, error) {
 	if f.Embedded {
 		return nil, nil
@@ -159,12 +162,21 @@ func (f *Flags) ClusterConfig() (*rest.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
-		return cfg, nil
+		return unlimited(cfg), nil
 	}
 	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
+		return unlimited(cfg), nil
 	}
 	return nil, nil
+}
+
+// unlimited turns cfg's client-side rate limiting off when nothing set it,
+// as ctrl.GetConfig does.
+func unlimited(cfg *rest.Config) *rest.Config {
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1
+	}
+	return cfg
 }
 
 // DefaultAddrs fills in MetricsAddr and ProbeAddr where they are empty: a

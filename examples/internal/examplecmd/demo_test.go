@@ -246,6 +246,25 @@ func TestClusterConfigHonoursKubeconfigAndKUBECONFIG(t *testing.T) {
 	}
 }
 
+// The config an operator gets on a cluster has client-side rate limiting
+// off (QPS -1), as controller-runtime's ctrl.GetConfig returns it: the API
+// server's Priority and Fairness paces it. client-go's default for QPS 0
+// (5 requests/s, bursts of 10) held the webapp binary to about two
+// reconciles a second in the chaos soak's process window.
+func TestClusterConfigHasNoClientSideRateLimit(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", env.KubeconfigPath)
+	for _, f := range []*Flags{{}, {Kubeconfig: env.KubeconfigPath}} {
+		cfg, err := f.ClusterConfig()
+		if err != nil || cfg == nil {
+			t.Fatalf("%+v: %v, %v", f, hostOf(cfg), err)
+		}
+		if cfg.QPS != -1 || cfg.RateLimiter != nil {
+			t.Errorf("--kubeconfig %q: QPS %v, Burst %d, RateLimiter %v; want QPS -1 (no client-side rate limit, as ctrl.GetConfig)", f.Kubeconfig, cfg.QPS, cfg.Burst, cfg.RateLimiter)
+		}
+	}
+}
+
 func TestDemoLogsGoToTheNamedFile(t *testing.T) {
 	file := t.TempDir() + "/demo.log"
 	closeLog, err := Narrator("test").SetDemoLogger(false, file, (&Flags{}).Zap)

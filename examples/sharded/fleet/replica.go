@@ -85,6 +85,11 @@ type ReplicaOptions struct {
 	// assigner (sharding.WithClock): a test gives replicas skewed clocks.
 	// Nil: the wall clock.
 	Clock clock.WithTicker
+	// Registry, when set, is the route registry the replica's webapp
+	// controller registers and releases routes in: one external system
+	// shared by the ring (a WebApp's route outlives its move to another
+	// replica). Nil: a registry of the replica's own.
+	Registry *registry.Registry
 }
 
 // Replica is one replica of the sharded webapp operator: what one pod of a
@@ -200,7 +205,10 @@ func NewReplica(cfg *rest.Config, o ReplicaOptions) (*Replica, error) {
 			return nil, fmt.Errorf("replica %s: %w", o.Member, err)
 		}
 	}
-	r := &Replica{Member: o.Member, Version: o.Version, Shard: shard, Registry: registry.New(), mgr: mgr, reg: reg}
+	r := &Replica{Member: o.Member, Version: o.Version, Shard: shard, Registry: o.Registry, mgr: mgr, reg: reg}
+	if r.Registry == nil {
+		r.Registry = registry.New()
+	}
 	// The builder's Shard option guards every reconcile with shard.Begin,
 	// labels the children, and registers the shard (Lease, drain
 	// acknowledgement) with the manager.
@@ -273,6 +281,10 @@ type Options struct {
 	// [ReplicaOptions].Clock); replicas past its end, and nil entries, use
 	// the wall clock.
 	Clocks []clock.WithTicker
+	// Registry and Concurrency are given to every replica (see
+	// [ReplicaOptions]).
+	Registry    *registry.Registry
+	Concurrency int
 }
 
 // Fleet is the sharded operator's replicas, run in one process, with one
@@ -299,6 +311,7 @@ func NewFleet(cfg *rest.Config, o Options) (*Fleet, error) {
 			Ring:  o.Ring, Member: fmt.Sprintf("replica-%d", i), Namespace: o.Namespace,
 			LeaseDuration: o.LeaseDuration, Scheme: o.Scheme, Detector: f.Detector, Observer: f.Moves,
 			Version: o.Version, Rollout: o.Rollout,
+			Registry: o.Registry, Concurrency: o.Concurrency,
 		})
 		if err != nil {
 			return nil, err
