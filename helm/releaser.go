@@ -143,9 +143,9 @@ type inputs struct {
 
 func (r *Releaser[T]) inputs(ctx context.Context, obj T) (inputs, error) {
 	if v, ok := obj.GetAnnotations()[AnnotationRollbackTo]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 1 {
-			return inputs{}, outcome.Terminal(ReasonRollbackNotFound, fmt.Errorf("%s=%q is not a revision number", AnnotationRollbackTo, v))
+		n, err := rollbackRevision(v)
+		if err != nil {
+			return inputs{}, outcome.Terminal(ReasonRollbackNotFound, err)
 		}
 		key := rollbackKey{obj.GetNamespace(), obj.GetName(), string(obj.GetUID()), n}
 		r.mu.Lock()
@@ -450,6 +450,16 @@ func (r *Releaser[T]) fail(obj T, store *storage.Storage, rec *rspb.Release, rea
 	st.Status, st.FailedObject = string(rcommon.StatusFailed), what
 	r.setReleased(obj, metav1.ConditionFalse, reason, msg)
 	return outcome.Terminal(reason, errors.New(msg))
+}
+
+// rollbackRevision reads an [AnnotationRollbackTo] value: a decimal
+// revision number of at least 1, blanks around it ignored.
+func rollbackRevision(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q is not a revision number", AnnotationRollbackTo, v)
+	}
+	return n, nil
 }
 
 // failedObjectOf reads the failing object back from a failed record's

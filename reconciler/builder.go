@@ -753,7 +753,13 @@ func (b *Builder[T]) Complete() error {
 			continue
 		}
 		h := handler.EnqueueRequestsFromMapFunc(ownerMapper(b.mgr.GetScheme(), b.cache, ownerGVK.GroupKind(), ownerNamespaced, b.newObject))
-		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(followUp(h)), o.predicates...))
+		// An update that carries the resourceVersion the informer already
+		// had (a relist after a watch broke or the API server restarted, a
+		// resync) is no news about the child: dropped before it wakes the
+		// owner, so a relist of thousands of children is not a reconcile
+		// storm.
+		preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}, o.predicates...)
+		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(followUp(h)), preds...))
 	}
 	for _, w := range b.watches {
 		bld = bld.Watches(w.obj, trigger(w.handler), w.opts...)

@@ -67,6 +67,9 @@
 //     wait is woken by the sync (client-go's HasSyncedChecker), not polled
 //     every 100ms as controller-runtime's sources do, which on every start and
 //     restart kept the workers idle up to 200ms after the caches were full.
+//   - A watched child's update event whose resourceVersion is the one the
+//     informer already held (a relist after a broken watch or an API server
+//     restart, a resync) does not reconcile the owner: it carries no change.
 //   - Owns(obj, opts…) declares one child kind with watch, prune and index
 //     as separate choices ([WithoutWatch], [WithoutPrune], [WithoutIndex]) and
 //     per-field policies ([WithCreateOnly], [WithRecreateOnChange]). An
