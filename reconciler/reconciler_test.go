@@ -59,14 +59,25 @@ func newGadget() *Gadget { return &Gadget{} }
 // startManager runs a manager scoped to ns whose requests the returned counter counts.
 func startManager(t *testing.T, ns string, setup func(mgr manager.Manager, obs *observability.Observability) error) *testenv.RequestCounter {
 	t.Helper()
+	return startManagerWith(t, ns, nil, setup)
+}
+
+// startManagerWith is startManager with edit applied to the manager's
+// options first.
+func startManagerWith(t *testing.T, ns string, edit func(*manager.Options), setup func(mgr manager.Manager, obs *observability.Observability) error) *testenv.RequestCounter {
+	t.Helper()
 	cfg, requests := testenv.CountRequests(env.Config)
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
+	opts := manager.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +362,52 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 			t.Errorf("%s{controller=\"gadget\"} not recorded on the reconciler path; have %v", name, have)
 		}
 	}
+}
+
+// TestChildResyncDoesNotReconcileTheOwner: informers resyncing every second
+// hand every cached object to the handlers again as an update carrying the
+// resourceVersion the informer already had — what a relist after a broken
+// watch or an API server restart does for every unchanged object. Such an
+// update of a child is no news and reconciles nothing (T's own is dropped by
+// the default predicate).
+func TestChildResyncDoesNotReconcileTheOwner(t *testing.T) {
+	ns := env.Namespace(t)
+	var calls atomic.Int32
+	startManagerWith(t, ns, func(o *manager.Options) { o.Cache.SyncPeriod = ptr.To(time.Second) },
+		func(mgr manager.Manager, obs *observability.Observability) error {
+			return reconciler.For(mgr, "gadget", newGadget).
+				Owns(&corev1.ConfigMap{}).
+				Children(desiredConfigMap(&calls)).
+				Status(markReady).
+				Observability(obs).
+				Complete()
+		})
+	g := &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g1"}, Spec: GadgetSpec{Value: "one"}}
+	if err := env.Client.Create(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "Ready", func() (bool, error) {
+		err := get(t, g)()
+		return conditions.IsTrue(g, conditions.Ready) && g.Status.ObservedGeneration == g.Generation, err
+	})
+	time.Sleep(time.Second)
+	settled := calls.Load()
+	time.Sleep(3500 * time.Millisecond) // three resyncs of the Gadget and its ConfigMap
+	if extra := calls.Load() - settled; extra > 0 {
+		t.Fatalf("%d reconciles during 3.5s of resyncs with nothing changed, want 0", extra)
+	}
+	// A real change of the child still reconciles the owner (drift corrected).
+	var cm corev1.ConfigMap
+	key := client.ObjectKey{Namespace: ns, Name: "g1-data"}
+	if err := env.Client.Get(context.Background(), key, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "drifted"
+	if err := env.Client.Update(context.Background(), &cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "drift corrected", func() (bool, error) {
+		err := env.Client.Get(context.Background(), key, &cm)
+		return cm.Data["value"] == "one", err
+	})
 }
