@@ -82,6 +82,7 @@ func (p *StatusPatcher[T]) data(obj T) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conditions: status of %s: %w", describe(obj), err)
 	}
+	keepTransitionTimes(before, after)
 	if equality.Semantic.DeepEqual(before, after) {
 		return nil, nil
 	}
@@ -112,6 +113,40 @@ func isEmptyPatch(data []byte) bool {
 }
 
 // statusContent returns obj's status as unstructured JSON values (nil when absent).
+// keepTransitionTimes gives each condition of after whose type and status
+// are those of a condition of before that condition's lastTransitionTime:
+// a condition that flipped and flipped back within one reconcile (Set
+// stamps each flip) did not transition as the server sees it, so neither
+// its time nor a write changes.
+func keepTransitionTimes(before, after any) {
+	bm, _ := before.(map[string]any)
+	am, _ := after.(map[string]any)
+	bc, _ := bm["conditions"].([]any)
+	ac, _ := am["conditions"].([]any)
+	if len(bc) == 0 || len(ac) == 0 {
+		return
+	}
+	type seen struct {
+		status any
+		time   any
+	}
+	prev := make(map[any]seen, len(bc))
+	for _, c := range bc {
+		if m, ok := c.(map[string]any); ok {
+			prev[m["type"]] = seen{m["status"], m["lastTransitionTime"]}
+		}
+	}
+	for _, c := range ac {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if p, ok := prev[m["type"]]; ok && p.time != nil && p.status == m["status"] {
+			m["lastTransitionTime"] = p.time
+		}
+	}
+}
+
 func statusContent(obj client.Object) (any, error) {
 	var content map[string]any
 	if u, ok := obj.(*unstructured.Unstructured); ok {
