@@ -59,7 +59,9 @@ func (p *StatusPatcher[T]) Changed(obj T) (bool, error) {
 // server's response and becomes the new snapshot, so a second Patch in the
 // same reconcile sends only what changed since the first. Errors are wrapped
 // with obj's namespace/name and keep the API error (e.g. a 409 Conflict) for
-// errors.As and outcome.Classify.
+// errors.As and outcome.Classify. A condition whose status is the one in
+// the snapshot keeps the snapshot's lastTransitionTime (one that flipped and
+// flipped back since did not transition), for Patch and Changed alike.
 func (p *StatusPatcher[T]) Patch(ctx context.Context, c client.Client, obj T) (bool, error) {
 	data, err := p.data(obj)
 	if err != nil || data == nil {
