@@ -127,6 +127,19 @@ func desiredConfigMap(calls *atomic.Int32) reconciler.DesiredFunc[*Gadget] {
 	}
 }
 
+// gadgetConfigMaps sets up the plain gadget controller: one ConfigMap per
+// Gadget (desiredConfigMap, counting into calls), Ready when it is ensured.
+func gadgetConfigMaps(calls *atomic.Int32) func(manager.Manager, *observability.Observability) error {
+	return func(mgr manager.Manager, obs *observability.Observability) error {
+		return reconciler.For(mgr, "gadget", newGadget).
+			Owns(&corev1.ConfigMap{}).
+			Children(desiredConfigMap(calls)).
+			Status(markReady).
+			Observability(obs).
+			Complete()
+	}
+}
+
 func markReady(_ context.Context, g *Gadget, _ reconciler.Observed) error {
 	return conditions.MarkReady(g, "Synced", "the ConfigMap holds the value")
 }
@@ -202,14 +215,7 @@ func TestSkeletonConvergesThenCostsNothing(t *testing.T) {
 func TestTerminalErrorStallsWithoutHotLoop(t *testing.T) {
 	ns := env.Namespace(t)
 	var calls atomic.Int32
-	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
-		return reconciler.For(mgr, "gadget", newGadget).
-			Owns(&corev1.ConfigMap{}).
-			Children(desiredConfigMap(&calls)).
-			Status(markReady).
-			Observability(obs).
-			Complete()
-	})
+	startManager(t, ns, gadgetConfigMaps(&calls))
 	g := &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: GadgetSpec{Value: "invalid"}}
 	if err := env.Client.Create(context.Background(), g); err != nil {
 		t.Fatal(err)
@@ -373,15 +379,7 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 func TestChildResyncDoesNotReconcileTheOwner(t *testing.T) {
 	ns := env.Namespace(t)
 	var calls atomic.Int32
-	startManagerWith(t, ns, func(o *manager.Options) { o.Cache.SyncPeriod = ptr.To(time.Second) },
-		func(mgr manager.Manager, obs *observability.Observability) error {
-			return reconciler.For(mgr, "gadget", newGadget).
-				Owns(&corev1.ConfigMap{}).
-				Children(desiredConfigMap(&calls)).
-				Status(markReady).
-				Observability(obs).
-				Complete()
-		})
+	startManagerWith(t, ns, func(o *manager.Options) { o.Cache.SyncPeriod = ptr.To(time.Second) }, gadgetConfigMaps(&calls))
 	g := &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g1"}, Spec: GadgetSpec{Value: "one"}}
 	if err := env.Client.Create(context.Background(), g); err != nil {
 		t.Fatal(err)
