@@ -680,12 +680,18 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		return nil, err
 	}
 	base := r.inst.reconciles()
+	fmt.Fprintf(os.Stderr, "DEBUG start returned after %v\n", time.Since(start))
+	var sawFirst bool
 	last, lastChange := base, time.Now()
 	deadline := time.Now().Add(convergeTimeout(n))
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		cur := r.inst.reconciles()
 		if cur != last {
 			last, lastChange = cur, time.Now()
+			if !sawFirst {
+				sawFirst = true
+				fmt.Fprintf(os.Stderr, "DEBUG first reconciles (%v) after %v\n", cur-base, time.Since(start))
+			}
 		}
 		if cur-base >= float64(n) && time.Since(lastChange) >= r.o.Settings.Quiet {
 			break

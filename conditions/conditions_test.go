@@ -1,6 +1,7 @@
 package conditions_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit/opkit/conditions"
 	"github.com/opkit/opkit/outcome"
@@ -732,4 +735,73 @@ func TestStatusPatcherChanged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStatusPatcherLayouts: the patch of a typed object (its status converted
+// on its own) is the merge patch of the whole objects' JSON status, for a
+// status held by value and one behind a pointer (nil before, then set).
+func TestStatusPatcherLayouts(t *testing.T) {
+	wholeStatusPatch := func(before, after client.Object) string {
+		t.Helper()
+		status := func(o client.Object) map[string]any {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"status": m["status"]}
+		}
+		data, err := client.MergeFrom(&unstructured.Unstructured{Object: status(before)}).Data(&unstructured.Unstructured{Object: status(after)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	t.Run("value", func(t *testing.T) {
+		g := gizmo(2)
+		mustSet(t, g, cond("Ready", "False", "Waiting", "x"))
+		before := g.DeepCopyObject().(*Gizmo)
+		p := conditions.NewStatusPatcher(before.DeepCopyObject().(*Gizmo))
+		mustSet(t, g, cond("Ready", "True", "Done", ""))
+		g.Status.ObservedGeneration = 2
+		c := &capture{}
+		if sent, err := p.Patch(t.Context(), c.client(t), g); err != nil || !sent {
+			t.Fatalf("Patch = %v, %v; want sent", sent, err)
+		}
+		if want := wholeStatusPatch(before, g); c.body != want {
+			t.Fatalf("patch\n%s\nwant\n%s", c.body, want)
+		}
+	})
+	t.Run("pointer", func(t *testing.T) {
+		ps := &pointerStatus{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 2}}
+		before := ps.DeepCopyObject().(*pointerStatus)
+		p := conditions.NewStatusPatcher(before.DeepCopyObject().(*pointerStatus))
+		if changed, err := p.Changed(ps); err != nil || changed {
+			t.Fatalf("Changed before any Set = %v, %v", changed, err)
+		}
+		mustSet(t, ps, cond("Ready", "True", "Done", ""))
+		c := &capture{}
+		if sent, err := p.Patch(t.Context(), c.client(t), ps); err != nil || !sent {
+			t.Fatalf("Patch = %v, %v; want sent", sent, err)
+		}
+		if want := wholeStatusPatch(before, ps); c.body != want {
+			t.Fatalf("patch\n%s\nwant\n%s", c.body, want)
+		}
+	})
+}
+
+// capture is a client whose status patches are recorded, not sent.
+type capture struct{ body string }
+
+func (c *capture) client(t *testing.T) client.Client {
+	t.Helper()
+	return fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		SubResourcePatch: func(_ context.Context, _ client.Client, sub string, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
+			if sub != "status" {
+				t.Fatalf("patch of subresource %q", sub)
+			}
+			data, err := patch.Data(obj)
+			c.body = string(data)
+			return err
+		},
+	}).Build()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,6 +78,13 @@ func (p *StatusPatcher[T]) Patch(ctx context.Context, c client.Client, obj T) (b
 
 // data returns the merge patch, or nil when the status did not change.
 func (p *StatusPatcher[T]) data(obj T) ([]byte, error) {
+	if b, ok := statusField(p.before); ok {
+		if a, ok := statusField(obj); ok && equality.Semantic.DeepEqual(b.Interface(), a.Interface()) {
+			// The common case of a steady-state reconcile, decided on the
+			// typed values without converting either object.
+			return nil, nil
+		}
+	}
 	before, err := statusContent(p.before)
 	if err != nil {
 		return nil, fmt.Errorf("conditions: status of %s: %w", describe(obj), err)
@@ -114,7 +123,6 @@ func isEmptyPatch(data []byte) bool {
 	return json.Unmarshal(data, &m) == nil && len(m) == 0
 }
 
-// statusContent returns obj's status as unstructured JSON values (nil when absent).
 // keepTransitionTimes gives each condition of after whose type and status
 // are those of a condition of before that condition's lastTransitionTime:
 // a condition that flipped and flipped back within one reconcile (Set
@@ -149,15 +157,49 @@ func keepTransitionTimes(before, after any) {
 	}
 }
 
+// statusContent returns obj's status as unstructured JSON values (nil when absent).
 func statusContent(obj client.Object) (any, error) {
-	var content map[string]any
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		content = u.Object
-	} else {
-		var err error
-		if content, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
-			return nil, err
+		return u.Object["status"], nil
+	}
+	if f, ok := statusField(obj); ok {
+		// Only the status is converted, not the whole object.
+		if f.Kind() == reflect.Pointer {
+			if f.IsNil() {
+				return nil, nil
+			}
+			f = f.Elem()
+		}
+		if f.Kind() == reflect.Struct && f.CanAddr() {
+			if content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f.Addr().Interface()); err == nil {
+				return map[string]any(content), nil
+			}
 		}
 	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
 	return content["status"], nil
+}
+
+// statusField returns the field of a typed object that JSON encodes as
+// "status": a field of the object's own struct (not an embedded struct's)
+// named Status and tagged json:"status…". ok is false for anything else
+// (unstructured objects, other layouts), which the callers handle by
+// converting the whole object.
+func statusField(obj client.Object) (reflect.Value, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	v = v.Elem()
+	f, ok := v.Type().FieldByName("Status")
+	if !ok || len(f.Index) != 1 {
+		return reflect.Value{}, false
+	}
+	if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "status" {
+		return reflect.Value{}, false
+	}
+	return v.Field(f.Index[0]), true
 }

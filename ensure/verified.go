@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
@@ -13,9 +14,9 @@ import (
 )
 
 // maxVerified bounds an Ensurer's memory of verified children (verified):
-// 65,536 children, about 10 MiB. Past it, an arbitrary entry makes room: that
+// 262,144 children, about 8 MiB. Past it, an arbitrary entry makes room: that
 // child is compared again the next time, which is all forgetting costs.
-const maxVerified = 1 << 16
+const maxVerified = 1 << 18
 
 // verified remembers, per child, the last comparison that found the cached
 // object holding its declaration (Unchanged): the object's UID and
@@ -28,27 +29,57 @@ const maxVerified = 1 << 16
 // comparison when neither side moved. Entries go when ensure sees the
 // child gone (the cache has no such object, or it pruned it), and the memo
 // holds at most maxVerified entries.
+//
+// An entry is 24 bytes, held by value in the map (no strings kept): the
+// child's key hashed to 64 bits, and the first 128 bits of a SHA-256 of its
+// UID, resourceVersion and declaration digest. Two keys hashing alike only
+// share a slot (one evicts the other: a comparison, not a wrong answer),
+// since the UID in the value tells children apart; a false "holds" would
+// need a 128-bit collision of SHA-256.
 type verified struct {
 	mu      sync.Mutex
-	entries map[objectKey]verifiedEntry
+	seed    maphash.Seed
+	entries map[uint64]verifiedEntry
 }
 
-type verifiedEntry struct {
-	uid    types.UID
-	rv     string
-	digest [sha256.Size]byte
+type verifiedEntry [16]byte
+
+func (v *verified) slot(k objectKey) uint64 {
+	var h maphash.Hash
+	h.SetSeed(v.seed)
+	for _, s := range [...]string{k.gvk.Group, k.gvk.Version, k.gvk.Kind, k.namespace, k.name} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
+}
+
+func entryOf(uid types.UID, rv string, d [sha256.Size]byte) verifiedEntry {
+	h := sha256.New()
+	h.Write([]byte(uid))
+	h.Write([]byte{0})
+	h.Write([]byte(rv))
+	h.Write([]byte{0})
+	h.Write(d[:])
+	var e verifiedEntry
+	copy(e[:], h.Sum(nil))
+	return e
 }
 
 // holds reports whether the child at k, now at uid and rv, was found to
 // hold the declaration with digest d and has not changed since.
 func (v *verified) holds(k objectKey, uid types.UID, rv string, d [sha256.Size]byte) bool {
-	if rv == "" {
+	if rv == "" || uid == "" {
 		return false
 	}
+	want := entryOf(uid, rv, d)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e, ok := v.entries[k]
-	return ok && e.uid == uid && e.rv == rv && e.digest == d
+	if v.entries == nil {
+		return false
+	}
+	e, ok := v.entries[v.slot(k)]
+	return ok && e == want
 }
 
 // set records that the child at k, at uid and rv, holds the declaration
@@ -57,25 +88,30 @@ func (v *verified) set(k objectKey, uid types.UID, rv string, d [sha256.Size]byt
 	if rv == "" || uid == "" {
 		return
 	}
+	e := entryOf(uid, rv, d)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.entries == nil {
-		v.entries = map[objectKey]verifiedEntry{}
+		v.entries = map[uint64]verifiedEntry{}
+		v.seed = maphash.MakeSeed()
 	}
-	if _, ok := v.entries[k]; !ok && len(v.entries) >= maxVerified {
+	slot := v.slot(k)
+	if _, ok := v.entries[slot]; !ok && len(v.entries) >= maxVerified {
 		for old := range v.entries {
 			delete(v.entries, old)
 			break
 		}
 	}
-	v.entries[k] = verifiedEntry{uid: uid, rv: rv, digest: d}
+	v.entries[slot] = e
 }
 
 // forget drops what is known of the child at k.
 func (v *verified) forget(k objectKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.entries, k)
+	if v.entries != nil {
+		delete(v.entries, v.slot(k))
+	}
 }
 
 // declDigest is a digest of everything an Ensure of one child reads besides
