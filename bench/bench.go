@@ -190,6 +190,11 @@ type Result struct {
 	// left, as the API server returns them (restart only).
 	StoredBytes  float64 `json:"storedBytes,omitempty"`
 	SetupSeconds float64 `json:"setupSeconds,omitempty"`
+	// SyncSeconds (restart only) is the part of Seconds until the new
+	// manager's caches had synced — its LISTs (or watch-lists), decoding and
+	// transforms, before any reconcile; for the ceiling, its LISTs (all of
+	// Seconds).
+	SyncSeconds float64 `json:"syncSeconds,omitempty"`
 	// CPUSeconds is the CPU the contender's own goroutines used during the
 	// measured phase (until quiet), from its pprof label (cpu.go); nil when
 	// the CPU profiler was in use by someone else. ProcessCPUSeconds is the
@@ -679,19 +684,14 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 		cpu.stop(r.contender)
 		return nil, err
 	}
+	synced := time.Since(start)
 	base := r.inst.reconciles()
-	fmt.Fprintf(os.Stderr, "DEBUG start returned after %v\n", time.Since(start))
-	var sawFirst bool
 	last, lastChange := base, time.Now()
 	deadline := time.Now().Add(convergeTimeout(n))
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		cur := r.inst.reconciles()
 		if cur != last {
 			last, lastChange = cur, time.Now()
-			if !sawFirst {
-				sawFirst = true
-				fmt.Fprintf(os.Stderr, "DEBUG first reconciles (%v) after %v\n", cur-base, time.Since(start))
-			}
 		}
 		if cur-base >= float64(n) && time.Since(lastChange) >= r.o.Settings.Quiet {
 			break
@@ -706,7 +706,7 @@ func (r *runner) restart(ctx context.Context) (_ *Result, err error) {
 			return nil, err
 		}
 	}
-	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, StoredBytes: stored}
+	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, StoredBytes: stored, SyncSeconds: synced.Seconds()}
 	res.setCPU(cpuContender, cpuProcess)
 	res.Reconciles = r.inst.reconciles() - base
 	res.Converged = res.Reconciles >= float64(n)
@@ -761,7 +761,7 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 	})
 	took := time.Since(start)
 	cpuContender, cpuProcess := cpu.stop(Ceiling)
-	res := &Result{N: n, Unit: "objects/s", Seconds: took.Seconds(), Throughput: float64(n) / took.Seconds(), SetupSeconds: setupSeconds, Reconciles: math.NaN()}
+	res := &Result{N: n, Unit: "objects/s", Seconds: took.Seconds(), Throughput: float64(n) / took.Seconds(), SetupSeconds: setupSeconds, Reconciles: math.NaN(), SyncSeconds: took.Seconds()}
 	res.setCPU(cpuContender, cpuProcess)
 	if err := errors.Join(errs...); err != nil {
 		res.Error = err.Error()

@@ -124,6 +124,7 @@ func headline() []metric {
 		{ScenarioConverge, "p99 create → Ready (ms)", durMetric(func(r *Result) time.Duration { return r.P99 }), false, num},
 		{ScenarioConverge, "operator CPU ms per converged CR", perObj(cpuMs), false, num},
 		{ScenarioRestart, "reconciles/s (ceiling: objects/s of one LIST per kind)", throughput, true, num},
+		{ScenarioRestart, "ms until the caches synced (ceiling: the LISTs)", func(r *Result) float64 { return 1000 * r.SyncSeconds }, false, num},
 		{ScenarioRestart, "reconciles per CR", perObj(reconciles), false, num},
 		{ScenarioRestart, "writes per reconcile (goal 0)", perReconcile(writes), false, num},
 		{ScenarioRestart, "live GETs per reconcile (goal 0)", perReconcile(liveGets), false, num},
