@@ -307,7 +307,17 @@ func (e *Ensurer) EnsureKeeping(ctx context.Context, owner client.Object, keep [
 		if err != nil {
 			return cs, invalid(err, "%s: %v", t, err)
 		}
-		t.declare = func(map[string]any) (map[string]any, error) { return runtime.DeepCopyJSON(decl), nil }
+		// The first declaration is decl itself (nothing else holds it once
+		// its digest is taken); a rare second one (a create after a patch
+		// found the object gone) is converted from d again.
+		first := true
+		t.declare = func(map[string]any) (map[string]any, error) {
+			if first {
+				first = false
+				return decl, nil
+			}
+			return declared(d)
+		}
 		t.record = true
 		digest := declDigest(decl, oi, t.ownerRef)
 		t.digest = &digest
