@@ -866,7 +866,9 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 		e.remember(ctx, t, u.Object)
 		return u.Object, nil, nil
 	}
-	u := t.unstructured(runtime.DeepCopyJSON(decl))
+	// decl is this call's own (no caller reads it afterwards): it is sent
+	// as it is, and the response replaces it.
+	u := t.unstructured(decl)
 	err = e.c.Create(ctx, u, client.FieldOwner(e.fieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		return e.existing(ctx, t, err)
