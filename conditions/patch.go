@@ -20,6 +20,13 @@ import (
 // the status did not change. Changes outside status (spec, metadata) are
 // ignored: they are never sent by Patch.
 //
+// "Did not change" is decided as the API server would see it: on a typed
+// object whose Status field (tagged json:"status") is semantically equal
+// (equality.Semantic) to the snapshot's, without converting either; else on
+// the JSON form of the two statuses. Values the server does not tell apart
+// (a resource.Quantity written as "1" or "1000m", a nil or empty list) are
+// no change.
+//
 // A JSON merge patch replaces a list as a whole, so without
 // [WithOptimisticLock] a condition another writer added to the same object
 // since the snapshot is lost; with it, such a race fails with a 409 Conflict
