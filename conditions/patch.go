@@ -179,7 +179,7 @@ func statusContent(obj client.Object) (any, error) {
 		}
 		if f.Kind() == reflect.Struct && f.CanAddr() {
 			if content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f.Addr().Interface()); err == nil {
-				return map[string]any(content), nil
+				return content, nil
 			}
 		}
 	}
