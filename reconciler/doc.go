@@ -67,6 +67,10 @@
 //     wait is woken by the sync (client-go's HasSyncedChecker), not polled
 //     every 100ms as controller-runtime's sources do, which on every start and
 //     restart kept the workers idle up to 200ms after the caches were full.
+//     [CacheListWatch] fills the caches with one LIST per kind instead of
+//     client-go's watch-list stream (0.21 s instead of 0.41–0.61 s for
+//     4,000 objects in the benchmark), at the price of holding each LIST
+//     whole in memory while it is decoded.
 //   - A watched child's update event whose resourceVersion is the one the
 //     informer already held (a relist after a broken watch or an API server
 //     restart, a resync) does not reconcile the owner: it carries no change.
