@@ -23,13 +23,17 @@ func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[object
 	var cs ChangeSet
 	for _, gvk := range e.prune {
 		list := e.listFor(gvk)
-		var sel client.ListOption = client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}
-		if e.indexed[gvk] {
-			sel = client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))}
-		}
 		// The items are only read (name, labels, UID), never kept or
 		// changed: a cache need not copy them.
-		err := e.c.List(ctx, list, sel, client.UnsafeDisableDeepCopy)
+		opts := []client.ListOption{client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}, client.UnsafeDisableDeepCopy}
+		if e.indexed[gvk] {
+			// The index narrows the candidates to the owner's bucket; the
+			// cache then applies the label selector before it copies items
+			// into list, so the other owners of the bucket cost a label
+			// match each, not a copy of their object into list.
+			opts = append(opts, client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))})
+		}
+		err := e.c.List(ctx, list, opts...)
 		if err != nil {
 			return cs, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
 		}
