@@ -737,7 +737,11 @@ func (b *Builder[T]) Complete() error {
 		rec = b.obs.Wrap(b.name, rec)
 		trigger = func(h handler.EventHandler) handler.EventHandler { return b.obs.TriggerHandler(b.name, h) }
 	}
-	bld := builder.ControllerManagedBy(b.mgr).
+	// Watches and References sources are made by controller-runtime's
+	// builder from the manager's cache: through syncWaitManager, that is
+	// syncWaitCache too, so every watch of the controller waits for its
+	// handler's initial events without polling.
+	bld := builder.ControllerManagedBy(syncWaitManager{b.mgr}).
 		Named(b.name).
 		WithOptions(opts).
 		WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, b.newObject(), trigger(&handler.EnqueueRequestForObject{}), preds...))

@@ -161,6 +161,32 @@ func ExampleBuilder_Workflow() {
 		Complete()
 }
 
+// A manager whose controllers start the moment its cache has synced: its
+// WaitForCacheSync is woken by the informers' sync, not client-go's 100ms
+// poll. It composes with any cache.Options.
+func ExampleNewCache() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "example-"}}
+	_ = env.Client.Create(ctx, ns)
+	_ = env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settings"}})
+
+	mgr, _ := ctrl.NewManager(env.Config, manager.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:    cache.Options{DefaultNamespaces: map[string]cache.Config{ns.Name: {}}},
+		NewCache: reconciler.NewCache,
+	})
+	_, _ = mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+	go func() { _ = mgr.Start(ctx) }()
+	fmt.Println(mgr.GetCache().WaitForCacheSync(ctx))
+	var cms corev1.ConfigMapList
+	_ = mgr.GetClient().List(ctx, &cms, client.InNamespace(ns.Name))
+	fmt.Println(len(cms.Items), cms.Items[0].Name)
+	// Output:
+	// true
+	// 1 settings
+}
+
 // A manager whose informers fill their caches with a LIST, not a watch-list
 // stream: a faster start over many objects (see CacheListWatch for the
 // price). It composes with the other cache options.

@@ -72,6 +72,7 @@ func startManagerWith(t *testing.T, ns string, edit func(*manager.Options), setu
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		NewCache:               reconciler.NewCache,
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if edit != nil {

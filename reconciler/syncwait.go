@@ -6,7 +6,16 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
+
+// syncWaitManager is the manager handed to controller-runtime's builder:
+// the builder's Watches sources read its GetCache, a [syncWaitCache]; all
+// else (Add, the scheme, the controller options) is the manager's.
+type syncWaitManager struct{ manager.Manager }
+
+// GetCache returns the manager's cache as a [syncWaitCache].
+func (m syncWaitManager) GetCache() cache.Cache { return syncWaitCache{m.Manager.GetCache()} }
 
 // syncWaitCache is the cache the builder's For and Owns watches read
 // through: the manager's cache, except that a watch's wait for its

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 type fakeDone struct{ ch chan struct{} }
@@ -55,3 +57,22 @@ func TestSyncWaitRegistration(t *testing.T) {
 		t.Fatal("WaitForCacheSync with a done context: true")
 	}
 }
+
+// The manager the builder hands controller-runtime's builder serves its
+// cache as a syncWaitCache, so Watches and References sources wait like
+// For and Owns.
+func TestSyncWaitManagerCache(t *testing.T) {
+	inner := &signalCache{}
+	m := syncWaitManager{Manager: cacheOnlyManager{c: inner}}
+	swc, ok := m.GetCache().(syncWaitCache)
+	if !ok || swc.Cache != inner {
+		t.Fatalf("GetCache() = %#v, want a syncWaitCache over the manager's cache", m.GetCache())
+	}
+}
+
+type cacheOnlyManager struct {
+	manager.Manager
+	c cache.Cache
+}
+
+func (m cacheOnlyManager) GetCache() cache.Cache { return m.c }

@@ -22,6 +22,7 @@ import (
 	"github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
 	"github.com/opkit/opkit/observability"
+	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 	"github.com/opkit/opkit/webhook/webhooktest"
 )
@@ -83,6 +84,7 @@ func run(ctx context.Context, o options) error {
 	cacheOpts := controller.CacheOptions()
 	cacheOpts.DefaultNamespaces = mopts.Cache.DefaultNamespaces // --watch-namespace
 	mopts.Cache = cacheOpts
+	mopts.NewCache = reconciler.NewCache // workers start when the caches sync, not at the next 100ms look
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
