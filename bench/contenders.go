@@ -13,8 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -27,6 +29,7 @@ import (
 	webappv1 "github.com/opkit/opkit/examples/webapp/api/v1"
 	webapp "github.com/opkit/opkit/examples/webapp/controller"
 	"github.com/opkit/opkit/examples/webapp/registry"
+	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 )
 
@@ -101,23 +104,21 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 		// cached with only their declared fields, metadata and status); the
 		// baseline keeps the defaults.
 		opts.Cache = webapp.CacheOptions()
+		opts.NewCache = reconciler.NewCache
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	op := &operator{req: req, fail: fail, done: make(chan error, 1)}
+	op := &operator{controller: controllerName(name), req: req, fail: fail, done: make(chan error, 1)}
 	switch name {
 	case Baseline:
-		op.controller = baseline.Name
 		r := &baseline.WebAppReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Registry: registry.New(), Concurrency: s.Workers}
 		err = r.SetupWithManager(mgr)
 	case Flux:
-		op.controller = flux.Name
 		r := &flux.WebAppReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Registry: registry.New(), Concurrency: s.Workers}
 		err = r.SetupWithManager(mgr)
 	default:
-		op.controller = webapp.Name
 		err = webapp.Setup(mgr, webapp.Options{Registry: registry.New(), Concurrency: s.Workers})
 	}
 	if err != nil {
@@ -126,16 +127,36 @@ func startOperator(ctx context.Context, name string, cfg *rest.Config, cl *clust
 	ctx, op.cancel = context.WithCancel(ctx)
 	go func() { op.done <- mgr.Start(ctx) }()
 	// The controller's informers are the manager's shared ones: once they have
-	// synced, the initial LISTs and WATCHes are behind us.
+	// synced, the initial LISTs and WATCHes are behind us. The wait is woken
+	// by each informer's sync itself (client-go's DoneChecker), not by the
+	// cache's WaitForCacheSync, which looks every 100ms: the restart's
+	// "synced" figure is exact, as the ceiling's LIST timing is.
+	var checkers []toolscache.DoneChecker
 	for _, obj := range []client.Object{&webappv1.WebApp{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
 			return nil, errors.Join(err, op.stop())
 		}
+		checkers = append(checkers, inf.HasSyncedChecker())
 	}
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	if !toolscache.WaitFor(ctx, "", checkers...) {
 		return nil, errors.Join(errors.New("manager cache did not sync"), op.stop())
 	}
 	return op, nil
+}
+
+// controllerName is the controller name of an operator contender (its
+// controller_runtime_reconcile_total label); "" for the ceiling.
+func controllerName(contender string) string {
+	switch contender {
+	case Baseline:
+		return baseline.Name
+	case Flux:
+		return flux.Name
+	case Opkit:
+		return webapp.Name
+	}
+	return ""
 }
 
 func (o *operator) created(*webappv1.WebApp)          {}
