@@ -493,7 +493,7 @@ func (e *Ensurer) target(oi ownerInfo, d client.Object) (*target, error) {
 // namespaced reports whether d's kind gvk is namespaced. The client's REST
 // mapper is asked once per kind and the answer kept: a served kind's scope
 // does not change (a CRD's spec.scope is immutable), and the mapper's own
-// lookup cost a fifth of a no-op Ensure's CPU. A failed lookup (a kind not
+// lookup was about a tenth of a no-op Ensure's CPU. A failed lookup (a kind not
 // served yet) is not kept, so it is asked again next time.
 func (e *Ensurer) namespaced(d client.Object, gvk schema.GroupVersionKind) (bool, error) {
 	if v, ok := e.scopes.Load(gvk); ok {

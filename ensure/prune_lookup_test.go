@@ -95,7 +95,8 @@ func (c *scopeCounting) IsObjectNamespaced(obj runtime.Object) (bool, error) {
 }
 
 // An Ensurer asks the REST mapper for a kind's scope once, not once per
-// child and Ensure: the mapper's lookup was a fifth of a no-op Ensure's CPU.
+// child and Ensure: the mapper's lookup was about a tenth of a no-op
+// Ensure's CPU.
 func TestKindScopeAskedOncePerKind(t *testing.T) {
 	ctx := testCtx(t)
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app", UID: "u-1"}}

@@ -17,8 +17,8 @@ type syncWaitManager struct{ manager.Manager }
 // GetCache returns the manager's cache as a [syncWaitCache].
 func (m syncWaitManager) GetCache() cache.Cache { return syncWaitCache{m.Manager.GetCache()} }
 
-// syncWaitCache is the cache the builder's For and Owns watches read
-// through: the manager's cache, except that a watch's wait for its
+// syncWaitCache is the cache every watch of a builder's controller (For,
+// Owns, Watches, References) reads through: the manager's cache, except that a watch's wait for its
 // informer to sync is woken by the sync itself rather than polled.
 //
 // controller-runtime's Kind source waits for the whole cache to sync, then
