@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -108,6 +109,17 @@ func reconciles(r *Result) float64 { return r.Reconciles }
 
 func throughput(r *Result) float64 { return r.Throughput }
 
+// runExtreme is pick of a result's run throughputs; NaN for a result
+// measured once.
+func runExtreme(pick func([]float64) float64) func(*Result) float64 {
+	return func(r *Result) float64 {
+		if len(r.RunThroughputs) == 0 {
+			return math.NaN()
+		}
+		return pick(r.RunThroughputs)
+	}
+}
+
 func failedReqs(r *Result) float64 { return float64(r.FailedTotal) }
 
 // cpuMs is the contender's CPU in milliseconds.
@@ -124,6 +136,8 @@ func headline() []metric {
 		{ScenarioConverge, "p99 create → Ready (ms)", durMetric(func(r *Result) time.Duration { return r.P99 }), false, num},
 		{ScenarioConverge, "operator CPU ms per converged CR", perObj(cpuMs), false, num},
 		{ScenarioRestart, "reconciles/s (ceiling: objects/s of one LIST per kind)", throughput, true, num},
+		{ScenarioRestart, "reconciles/s, slowest run", runExtreme(slices.Min[[]float64]), true, num},
+		{ScenarioRestart, "reconciles/s, fastest run", runExtreme(slices.Max[[]float64]), true, num},
 		{ScenarioRestart, "ms until the caches synced (ceiling: the LISTs)", func(r *Result) float64 { return 1000 * r.SyncSeconds }, false, num},
 		{ScenarioRestart, "reconciles per CR", perObj(reconciles), false, num},
 		{ScenarioRestart, "writes per reconcile (goal 0)", perReconcile(writes), false, num},
@@ -381,12 +395,19 @@ func setupText(r *Result) string {
 	return fmt.Sprintf("%.1f s", r.SetupSeconds)
 }
 
+func restartRunsText(runs int) string {
+	if runs <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" Each contender (the ceiling too) is measured %d times, a stop and a fresh start each: every figure is the run with the median throughput's, the slowest and fastest runs' throughput beside it.", runs)
+}
+
 func scenarioText(sc string, s Settings) string {
 	switch sc {
 	case ScenarioConverge:
 		return fmt.Sprintf("The load generator creates %d WebApps; the window runs from the first create to the last WebApp Ready for generation 1. Writes, reconciles and failures are counted until the contender is quiet.", s.N)
 	case ScenarioRestart:
-		return fmt.Sprintf("%d WebApps are converged by the contender itself (setup), the contender is stopped and a new manager started: its requests are counted from its start (the informers' initial LIST and WATCH included) until its reconciles stop. The window ends at its last reconcile. The heap figure is the live heap (after runtime.GC) the new manager added, scaled to 1,000 WebApps with their ConfigMap, Deployment and Service; harness informers are stopped during it. The ceiling is one LIST per kind from the watch cache — what any restart costs.", s.N)
+		return fmt.Sprintf("%d WebApps are converged by the contender itself (setup), the contender is stopped and a new manager started: its requests are counted from its start (the informers' initial LIST and WATCH included) until its reconciles stop. The window ends at its last reconcile. The heap figure is the live heap (after runtime.GC) the new manager added, scaled to 1,000 WebApps with their ConfigMap, Deployment and Service; harness informers are stopped during it. The ceiling is one LIST per kind from the watch cache — what any restart costs.%s", s.N, restartRunsText(s.RestartRuns))
 	case ScenarioChurn:
 		return fmt.Sprintf("%d WebApps are converged (setup); then one WebApp's spec.config changes every %s, round robin, for %s. Latency is from sending the change to the WebApp showing Ready for the new generation.", s.ChurnObjects, time.Duration(float64(time.Second)/s.ChurnRate), s.ChurnDuration)
 	case ScenarioDelete:
