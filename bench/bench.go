@@ -165,7 +165,7 @@ type Result struct {
 	// scenario was measured more than once (restart: Settings.RestartRuns)
 	// and this result is the median run's.
 	RunThroughputs []float64 `json:"runThroughputs,omitempty"`
-	Unit       string  `json:"unit"`
+	Unit           string    `json:"unit"`
 	// Requests counts the contender's API requests ("verb resource") during
 	// the measured phase, from testenv.CountRequests.
 	Requests map[string]int `json:"requests"`
