@@ -437,10 +437,12 @@ func hasList(v any) bool {
 	return false
 }
 
-// liveTree returns obj's JSON form.
+// liveTree returns obj's JSON form: an unstructured object's own map, or
+// what runtime.DefaultUnstructuredConverter.ToUnstructured returns for a
+// typed one (see toTree).
 func liveTree(obj runtime.Object) (map[string]any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object, nil
 	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	return toTree(obj)
 }

@@ -1,0 +1,262 @@
+package ensure
+
+import (
+	"encoding/base64"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+)
+
+// toTree returns what runtime.DefaultUnstructuredConverter.ToUnstructured
+// returns for obj, a pointer to a typed object, built in about half the
+// time with 40% less garbage (BenchmarkLiveTree: a cached Deployment,
+// 37µs and 15 KiB → 18µs and 9 KiB): it follows the converter's rules
+// exactly (json field names; omitempty as the converter reads it, so a
+// zero field without it stays, a nil one as null; omitzero; anonymous
+// fields inlined; the converter's custom leaves — Time, Quantity,
+// IntOrString… — converted by the same structured-merge-diff entry; []byte
+// as base64) but reads each struct's field facts once per type, not once
+// per field per call, and builds each map and list directly rather than
+// through reflect.Value. Anything it does not convert exactly as the
+// converter does (an array, a map with non-string keys, an unexported
+// field, an inlined field that is not a struct, a channel or func, an
+// unsigned value above MaxInt64) makes it hand the whole object to the
+// converter, which then answers (or fails) as it always did.
+func toTree(obj runtime.Object) (map[string]any, error) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+		if ci := convOf(v.Elem().Type()); !ci.custom {
+			out := map[string]any{}
+			if err := convStruct(v.Elem(), ci, out); err == nil {
+				return out, nil
+			}
+		}
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// errConvFallback: the value is one toTree leaves to the converter.
+var errConvFallback = errors.New("ensure: not converted exactly as runtime.DefaultUnstructuredConverter does")
+
+// convInfo is what toTree needs to know of a Go type, read once per type.
+type convInfo struct {
+	// custom: the converter converts the type with its structured-merge-diff
+	// reflect entry (it implements ToUnstructured or json.Marshaler).
+	custom bool
+	entry  *value.TypeReflectCacheEntry
+	// fields of a struct type, in declaration order; unsupported says a
+	// field of it makes toTree fall back.
+	fields      []convField
+	unsupported bool
+}
+
+type convField struct {
+	index     int
+	name      string // "" for an inlined (anonymous, untagged name) field
+	omitempty bool
+	omitzero  func(reflect.Value) bool
+}
+
+// convInfos memoises convInfo per reflect.Type. Like typeInfos it holds
+// facts derived from the type alone, written once per type; it grows only
+// with the number of Go types converted.
+var convInfos sync.Map
+
+func convOf(t reflect.Type) *convInfo {
+	if ci, ok := convInfos.Load(t); ok {
+		return ci.(*convInfo)
+	}
+	entry := value.TypeReflectEntryOf(t)
+	ci := &convInfo{custom: entry.CanConvertToUnstructured(), entry: entry}
+	if t.Kind() == reflect.Struct {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			// As the converter names fields (fieldInfoFromField, Go < 1.27).
+			tag, tagged := f.Tag.Lookup("json")
+			var fi convField
+			if !tagged || tag == "" {
+				if !f.Anonymous {
+					fi.name = f.Name
+				}
+			} else {
+				items := strings.Split(tag, ",")
+				fi.name = items[0]
+				if fi.name == "" && !f.Anonymous {
+					fi.name = f.Name
+				}
+				for _, it := range items[1:] {
+					switch it {
+					case "omitempty":
+						fi.omitempty = true
+					case "omitzero":
+						fi.omitzero = value.OmitZeroFunc(f.Type)
+					}
+				}
+			}
+			if fi.name == "-" {
+				continue
+			}
+			if !f.IsExported() {
+				ci.unsupported = true
+			}
+			fi.index = i
+			ci.fields = append(ci.fields, fi)
+		}
+	}
+	actual, _ := convInfos.LoadOrStore(t, ci)
+	return actual.(*convInfo)
+}
+
+// convStruct adds the fields of struct v to out, as structToUnstructured.
+func convStruct(v reflect.Value, ci *convInfo, out map[string]any) error {
+	if ci.unsupported {
+		return errConvFallback
+	}
+	for _, f := range ci.fields {
+		fv := v.Field(f.index)
+		if f.omitempty && convEmpty(fv) || f.omitzero != nil && f.omitzero(fv) {
+			continue
+		}
+		if f.name == "" {
+			for fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					break
+				}
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Pointer {
+				continue // nil: the converter stores nothing
+			}
+			fci := convOf(fv.Type())
+			if fv.Kind() != reflect.Struct || fci.custom {
+				return errConvFallback
+			}
+			if err := convStruct(fv, fci, out); err != nil {
+				return err
+			}
+			continue
+		}
+		// The converter takes a scalar field's value as is, before it
+		// looks for a custom conversion of its type.
+		switch fv.Kind() {
+		case reflect.String:
+			out[f.name] = fv.String()
+			continue
+		case reflect.Bool:
+			out[f.name] = fv.Bool()
+			continue
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			out[f.name] = fv.Int()
+			continue
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if fv.Uint() > math.MaxInt64 {
+				return errConvFallback
+			}
+			out[f.name] = int64(fv.Uint())
+			continue
+		case reflect.Float32, reflect.Float64:
+			out[f.name] = fv.Float()
+			continue
+		}
+		e, err := convValue(fv)
+		if err != nil {
+			return err
+		}
+		out[f.name] = e
+	}
+	return nil
+}
+
+// convValue converts one value, as toUnstructured.
+func convValue(v reflect.Value) (any, error) {
+	ci := convOf(v.Type())
+	if ci.custom {
+		return ci.entry.ToUnstructured(v)
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), nil
+	case reflect.Bool:
+		return v.Bool(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.Uint() > math.MaxInt64 {
+			return nil, errConvFallback
+		}
+		return int64(v.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return v.Float(), nil
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil, nil
+		}
+		return convValue(v.Elem())
+	case reflect.Map:
+		if v.IsNil() {
+			return nil, nil
+		}
+		if v.Type().Key().Kind() != reflect.String {
+			return nil, errConvFallback
+		}
+		out := make(map[string]any, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			e, err := convValue(it.Value())
+			if err != nil {
+				return nil, err
+			}
+			out[it.Key().String()] = e
+		}
+		return out, nil
+	case reflect.Slice:
+		if v.IsNil() {
+			return nil, nil
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return base64.StdEncoding.EncodeToString(v.Bytes()), nil
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			e, err := convValue(v.Index(i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	case reflect.Struct:
+		out := map[string]any{}
+		if err := convStruct(v, ci, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	default:
+		return nil, errConvFallback
+	}
+}
+
+// convEmpty is the converter's isEmpty (what omitempty skips).
+func convEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Map, reflect.Slice:
+		return v.IsNil() || v.Len() == 0
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
