@@ -756,11 +756,11 @@ func (r *runner) restartOnce(ctx context.Context, n int, setupSeconds float64) (
 		// phase of a few hundred.
 		time.Sleep(10 * time.Millisecond)
 	}
-	logf(r.o.Log, "   restart: caches synced at %dms, reconciles seen from %dms (10ms polls) to %dms",
-		synced.Milliseconds(), first.Milliseconds(), lastChange.Sub(start).Milliseconds())
 	r.settle(ctx)
 	cpuContender, cpuProcess := cpu.stop(r.contender)
 	heap := liveHeap() - heap0
+	logf(r.o.Log, "   restart: caches synced at %dms, reconciles seen from %dms (10ms polls) to %dms; heap %.1f MiB per 1,000",
+		synced.Milliseconds(), first.Milliseconds(), lastChange.Sub(start).Milliseconds(), heap/float64(n)*1000/(1<<20))
 	if r.o.HeapProfiles != "" {
 		if err := writeHeapProfile(filepath.Join(r.o.HeapProfiles, fmt.Sprintf("heap-%s-%d.pprof", r.contender, r.o.Settings.N))); err != nil {
 			return nil, err

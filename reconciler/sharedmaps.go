@@ -9,6 +9,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // sharedMapsBound is how many distinct maps a [SharedMaps] remembers per
@@ -24,7 +26,9 @@ const sharedMapsBound = 1 << 14
 // makes equal label maps of cached objects one map: the labels of every
 // object, and the label maps in the specs of the kinds operators own most
 // (the selector and pod template labels of Deployments, StatefulSets,
-// DaemonSets, ReplicaSets and Jobs; a Service's selector). Annotation maps
+// DaemonSets, ReplicaSets and Jobs; a Service's selector). Equal
+// ownerReferences lists of one item (an owner's controller reference on
+// each of its children) become one list too. Annotation maps
 // (ensure's record and owner annotation make them differ between children)
 // keep one map per object, their strings shared as [CompactMetadata] shares
 // them, the pod template's too. An operator that puts one label set on every child
@@ -41,11 +45,13 @@ type SharedMaps struct {
 	mu         sync.Mutex
 	cur, prev  map[uint64][]map[string]string
 	curEntries int
+	// Single ownerReferences by owner uid, generations as for maps.
+	curRefs, prevRefs map[types.UID][]metav1.OwnerReference
 }
 
 // NewSharedMaps returns a [SharedMaps] with an empty table.
 func NewSharedMaps() *SharedMaps {
-	return &SharedMaps{seed: maphash.MakeSeed(), cur: map[uint64][]map[string]string{}}
+	return &SharedMaps{seed: maphash.MakeSeed(), cur: map[uint64][]map[string]string{}, curRefs: map[types.UID][]metav1.OwnerReference{}}
 }
 
 // Transform applies [CompactMetadata] to obj and shares its maps as
@@ -61,6 +67,11 @@ func (s *SharedMaps) Transform(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		if l := m.GetLabels(); len(l) > 0 {
 			m.SetLabels(s.shared(l))
+		}
+	}
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := acc.GetObjectMeta().(*metav1.ObjectMeta); ok && len(om.OwnerReferences) == 1 {
+			om.OwnerReferences = s.sharedRefs(om.OwnerReferences)
 		}
 	}
 	switch o := obj.(type) {
@@ -123,6 +134,30 @@ func (s *SharedMaps) shared(m map[string]string) map[string]string {
 	}
 	s.remember(h, m)
 	return m
+}
+
+// sharedRefs returns the remembered one-item ownerReferences equal to
+// refs, or remembers refs.
+func (s *SharedMaps) sharedRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	uid := refs[0].UID
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.curRefs[uid]; ok && sameRef(c[0], refs[0]) {
+		return c
+	}
+	if c, ok := s.prevRefs[uid]; ok && sameRef(c[0], refs[0]) {
+		refs = c
+	}
+	if len(s.curRefs) >= sharedMapsBound {
+		s.prevRefs, s.curRefs = s.curRefs, map[types.UID][]metav1.OwnerReference{}
+	}
+	s.curRefs[uid] = refs
+	return refs
+}
+
+func sameRef(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
 }
 
 func (s *SharedMaps) remember(h uint64, m map[string]string) {

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/opkit/opkit/reconciler"
 )
@@ -70,5 +72,46 @@ func TestSharedMapsMakesEqualMapsOne(t *testing.T) {
 	}
 	if out, err := s.Transform("not an object"); err != nil || out != "not an object" {
 		t.Fatalf("a non-object: %v, %v", out, err)
+	}
+}
+
+// TestSharedMapsMakesEqualOwnerReferencesOne: the children of one owner,
+// decoded separately, each carry the owner's controller reference in a list
+// of their own; after the transform equal lists are one list, unequal ones
+// (another owner, or the same owner without controller) stay apart, and
+// every list reads as before.
+func TestSharedMapsMakesEqualOwnerReferencesOne(t *testing.T) {
+	ref := func(owner string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "example.opkit.dev/v1", Kind: "WebApp", Name: owner,
+			UID: types.UID("uid-" + owner), Controller: ptr.To(controller), BlockOwnerDeletion: ptr.To(true)}}
+	}
+	child := func(name, owner string, controller bool) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: ref(owner, controller)}}
+	}
+	a1, a2, b1, a3 := child("a-1", "a", true), child("a-2", "a", true), child("b-1", "b", true), child("a-3", "a", false)
+	one := func(x, y *corev1.ConfigMap) bool { return &x.OwnerReferences[0] == &y.OwnerReferences[0] }
+	if one(a1, a2) {
+		t.Fatal("the test's objects already share their lists: the test proves nothing")
+	}
+	s := reconciler.NewSharedMaps()
+	for _, o := range []*corev1.ConfigMap{a1, a2, b1, a3} {
+		if _, err := s.Transform(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !one(a1, a2) {
+		t.Error("equal ownerReferences of one owner's children are two lists")
+	}
+	if one(a1, b1) || one(a1, a3) {
+		t.Error("unequal ownerReferences were merged")
+	}
+	for _, c := range []struct {
+		o          *corev1.ConfigMap
+		owner      string
+		controller bool
+	}{{a1, "a", true}, {a2, "a", true}, {b1, "b", true}, {a3, "a", false}} {
+		if !reflect.DeepEqual(c.o.OwnerReferences, ref(c.owner, c.controller)) {
+			t.Errorf("%s: ownerReferences changed: %+v", c.o.Name, c.o.OwnerReferences)
+		}
 	}
 }
