@@ -129,6 +129,12 @@
 // ownership must be migrated first, and one JSON patch per object migrated;
 // one patch when adopting from another controller; and, the first time an
 // Ensurer writes a child that predates the record, one write to add it.
+// With [MergePatch], a typed declaration of a built-in kind is created and
+// patched through a typed object, so the client reads the API server's
+// answer in protobuf (for a created Deployment, about a quarter of a
+// millisecond of CPU less than decoding its JSON into a map); the body of a
+// patch is the same JSON merge patch either way, and the [Change] carries
+// the same object.
 //
 // # Schemas
 //

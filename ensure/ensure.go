@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -883,18 +884,65 @@ func (e *Ensurer) create(ctx context.Context, t *target, decl map[string]any, st
 		e.remember(ctx, t, u.Object)
 		return u.Object, nil, nil
 	}
-	// decl is this call's own (no caller reads it afterwards): it is sent
-	// as it is, and the response replaces it.
-	u := t.unstructured(decl)
-	err = e.c.Create(ctx, u, client.FieldOwner(e.fieldOwner))
+	var obj client.Object
+	if typed := e.typedWrite(t); typed != nil && runtime.DefaultUnstructuredConverter.FromUnstructured(decl, typed) == nil {
+		obj = typed
+	} else {
+		// decl is this call's own (no caller reads it afterwards): it is
+		// sent as it is, and the response replaces it.
+		obj = t.unstructured(decl)
+	}
+	err = e.c.Create(ctx, obj, client.FieldOwner(e.fieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		return e.existing(ctx, t, err)
 	}
 	if err != nil {
 		return nil, nil, classify(t, err)
 	}
-	e.remember(ctx, t, u.Object)
-	return u.Object, nil, nil
+	out, err := writtenTree(t, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.remember(ctx, t, out)
+	return out, nil, nil
+}
+
+// typedWrite returns a new typed object of t's kind for a create or merge
+// patch of a typed declaration (Ensure's, not CreateOrPatch's) of a
+// built-in kind, or nil. The client decodes the API server's answer into
+// it in protobuf, which controller-runtime asks built-in kinds' typed
+// requests for: several times faster, and a fraction of the garbage, of
+// the JSON an unstructured object is decoded from (a created Deployment:
+// about a quarter of a millisecond). Only typed declarations: one of an
+// unstructured declaration may hold fields the compiled types lack.
+func (e *Ensurer) typedWrite(t *target) client.Object {
+	if !t.scratch || !clientgoscheme.Scheme.Recognizes(t.key.gvk) {
+		return nil
+	}
+	o, err := e.scheme.New(t.key.gvk)
+	if err != nil {
+		return nil
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return nil
+	}
+	return obj
+}
+
+// writtenTree returns the tree of obj, the object a write was answered
+// with: an unstructured one's own map, a typed one's toTree (with its
+// apiVersion and kind, which a typed decode leaves empty).
+func writtenTree(t *target, obj client.Object) (map[string]any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	out, err := toTree(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t, err)
+	}
+	out["apiVersion"], out["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
+	return out, nil
 }
 
 func (e *Ensurer) existing(ctx context.Context, t *target, cause error) (created, existing map[string]any, err error) {
@@ -1036,11 +1084,16 @@ func (e *Ensurer) patch(ctx context.Context, t *target, decl map[string]any, set
 	if err != nil {
 		return nil, err
 	}
-	out := t.unstructured(map[string]any{"metadata": map[string]any{"name": t.key.name, "namespace": t.key.namespace}})
+	var out client.Object = e.typedWrite(t)
+	if out == nil {
+		out = t.unstructured(map[string]any{})
+	}
+	out.SetName(t.key.name)
+	out.SetNamespace(t.key.namespace)
 	if err := e.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, body), client.FieldOwner(e.fieldOwner)); err != nil {
 		return nil, err
 	}
-	return out.Object, nil
+	return writtenTree(t, out)
 }
 
 // apply server-side applies decl unless live already holds it (its record

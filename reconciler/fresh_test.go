@@ -143,9 +143,15 @@ func TestStatusReadsALaterCopyOfTheWrittenGeneration(t *testing.T) {
 			mu.Lock()
 			report := reported
 			mu.Unlock()
-			if d, ok := obj.(*unstructured.Unstructured); ok && report && d.GetKind() == "Deployment" {
+			// ensure patches a typed declaration's child through a typed
+			// object, an unstructured one's through an unstructured object.
+			_, isDeployment := obj.(*appsv1.Deployment)
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Deployment" {
+				isDeployment = true
+			}
+			if isDeployment && report {
 				live := &appsv1.Deployment{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 					return err
 				}
 				live.Status.ObservedGeneration = live.Generation
