@@ -36,7 +36,9 @@ type Change struct {
 	Name      string
 	Action    Action
 	// Object is the object as the API server returned it from this write
-	// (Created, Updated, Recreated); nil for Unchanged and Deleted. An
+	// (Created, Updated, Recreated), without metadata.managedFields after a
+	// [MergePatch] write (as caches commonly hold objects); nil for
+	// Unchanged and Deleted. An
 	// informer cache may not have seen the write yet when the caller reads
 	// the child back (a status step judging a Deployment it just patched):
 	// this copy describes the object as of the write — its new generation

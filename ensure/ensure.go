@@ -930,10 +930,13 @@ func (e *Ensurer) typedWrite(t *target) client.Object {
 	return obj
 }
 
-// writtenTree returns the tree of obj, the object a write was answered
-// with: an unstructured one's own map, a typed one's toTree (with its
-// apiVersion and kind, which a typed decode leaves empty).
+// writtenTree returns the tree of obj, the object a merge-patch create or
+// patch was answered with, without its managedFields (which nothing reads
+// of it, and whose conversion to a tree is a third of a typed object's):
+// an unstructured one's own map, a typed one's toTree (with its apiVersion
+// and kind, which a typed decode leaves empty).
 func writtenTree(t *target, obj client.Object) (map[string]any, error) {
+	obj.SetManagedFields(nil)
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object, nil
 	}

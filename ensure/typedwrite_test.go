@@ -18,7 +18,8 @@ import (
 // kind is created and patched through a typed object (the client asks the
 // API server for the answer in protobuf); an unstructured declaration
 // still goes unstructured. Either way the Change carries the object as the
-// API server answered: the same tree a read of it right after returns.
+// API server answered, without managedFields: the same tree a read of it
+// right after returns.
 func TestTypedDeclarationsAreWrittenTyped(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testCtx(t)
@@ -56,6 +57,10 @@ func TestTypedDeclarationsAreWrittenTyped(t *testing.T) {
 		if err := h.direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: ch.Name}, live); err != nil {
 			t.Fatal(err)
 		}
+		if ch.Object.GetManagedFields() != nil {
+			t.Errorf("%s: the Change's object has managedFields", ch.Name)
+		}
+		live.SetManagedFields(nil)
 		if !reflect.DeepEqual(ch.Object.Object, live.Object) {
 			t.Errorf("%s: the Change's object is not what the API server holds\n got: %v\nwant: %v", ch.Name, ch.Object.Object, live.Object)
 		}
