@@ -51,6 +51,7 @@ func run() error {
 	chained := flag.Bool("chained", false, "one fresh control plane per contender, the scenarios run as a lifecycle on it (the default with --quick; about half the time)")
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
 	workers := flag.Int("workers", 0, "override reconcile workers")
+	restarts := flag.Int("restarts", 0, "override how many times the restart scenario measures each contender (the median run is reported; default 3, 1 with --quick)")
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
 	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>-<N>.pprof) into this directory (allocations are then sampled every 4 KiB, not 512 KiB)")
@@ -77,6 +78,9 @@ func run() error {
 	}
 	if *workers > 0 {
 		s.Workers = *workers
+	}
+	if *restarts > 0 {
+		s.RestartRuns = *restarts
 	}
 	var ps []bench.Pass
 	if *full {
