@@ -131,9 +131,9 @@ func Quick() Settings {
 		ShardObjects: 100, ShardLeaseDuration: 2 * time.Second}
 }
 
-// Default is the preset of a default run (29 minutes on 2 cores shared with
-// other work on 2026-12-02, with the flux contender; 9 minutes before it, on
-// a quiet machine).
+// Default is the preset of a default run (14 minutes on 2 cores on
+// 2026-12-03, every contender, restart measured three times; 32 minutes with
+// a pass at 5,000).
 func Default() Settings {
 	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second,
 		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration, RestartRuns: 3}

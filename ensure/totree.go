@@ -157,7 +157,7 @@ func convStruct(v reflect.Value, ci *convInfo, out map[string]any) error {
 			if fv.Uint() > math.MaxInt64 {
 				return errConvFallback
 			}
-			out[f.name] = int64(fv.Uint())
+			out[f.name] = int64(fv.Uint()) //nolint:gosec // at most MaxInt64, checked above
 			continue
 		case reflect.Float32, reflect.Float64:
 			out[f.name] = fv.Float()
@@ -189,7 +189,7 @@ func convValue(v reflect.Value) (any, error) {
 		if v.Uint() > math.MaxInt64 {
 			return nil, errConvFallback
 		}
-		return int64(v.Uint()), nil
+		return int64(v.Uint()), nil //nolint:gosec // at most MaxInt64, checked above
 	case reflect.Float32, reflect.Float64:
 		return v.Float(), nil
 	case reflect.Pointer, reflect.Interface:
