@@ -1087,7 +1087,7 @@ func (e *Ensurer) patch(ctx context.Context, t *target, decl map[string]any, set
 	if err != nil {
 		return nil, err
 	}
-	var out client.Object = e.typedWrite(t)
+	out := e.typedWrite(t)
 	if out == nil {
 		out = t.unstructured(map[string]any{})
 	}
