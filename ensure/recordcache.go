@@ -83,7 +83,8 @@ func writeShape(b *strings.Builder, v any, sh shape, owner string, at int) {
 			b.WriteByte('.')
 			return
 		}
-		keys := make([]string, 0, len(t))
+		var buf [16]string
+		keys := buf[:0]
 		for k := range t {
 			keys = append(keys, k)
 		}
@@ -121,19 +122,135 @@ func writeShape(b *strings.Builder, v any, sh shape, owner string, at int) {
 }
 
 func writeItem(b *strings.Builder, it any, sh shape, kind listKind, keys []string, owner string) {
-	pe, ok := sh.itemKey(kind, keys, it)
-	if !ok {
+	if !writeItemID(b, it, sh, kind, keys) {
 		b.WriteString("!,")
 		return
 	}
-	s := pe.String()
-	b.WriteString(strconv.Itoa(len(s)))
-	b.WriteByte(':')
-	b.WriteString(s)
 	if kind == mapList {
 		writeShape(b, it, sh.elem(), owner, elsewhere)
 	}
 	b.WriteByte(',')
+}
+
+// writeItemID writes what identifies it in its list (itemKey's path
+// element); false, with nothing written, when itemKey cannot identify it.
+func writeItemID(b *strings.Builder, it any, sh shape, kind listKind, keys []string) bool {
+	if writeItemKey(b, it, sh, kind, keys) {
+		return true
+	}
+	pe, ok := sh.itemKey(kind, keys, it)
+	if !ok {
+		return false
+	}
+	s := pe.String()
+	b.WriteByte('P')
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
+	return true
+}
+
+// writeItemKey writes what itemKey would return for it — the same key
+// fields, defaults and values — without building the path element and its
+// string (fmt and JSON, a fifth of writeShape). It writes nothing and
+// returns false when a key value is not a string, integer, float or bool,
+// or the item has no key; writeItemID then writes the path element's
+// string, under a different prefix.
+func writeItemKey(b *strings.Builder, it any, sh shape, kind listKind, keys []string) bool {
+	switch kind {
+	case setList:
+		if !scalarKey(it) {
+			return false
+		}
+		b.WriteByte('v')
+		writeKeyValue(b, normalizeNumber(it))
+		return true
+	case mapList:
+		m, ok := it.(map[string]any)
+		if !ok {
+			return false
+		}
+		var buf [4]any
+		vals := buf[:0]
+		for _, k := range keys {
+			v, has := m[k]
+			if !has || v == nil {
+				v = sh.keyDefault(k)
+			}
+			if v != nil && !scalarKey(v) {
+				return false
+			}
+			vals = append(vals, v)
+		}
+		n := 0
+		for _, v := range vals {
+			if v != nil {
+				n++
+			}
+		}
+		if n == 0 {
+			return false
+		}
+		// itemKey sorts its fields by name; keys are written in that order.
+		idx := [4]int{0, 1, 2, 3}
+		order := idx[:0]
+		if len(keys) <= len(idx) {
+			order = idx[:len(keys)]
+		} else {
+			order = make([]int, len(keys))
+			for i := range order {
+				order[i] = i
+			}
+		}
+		slices.SortStableFunc(order, func(x, y int) int { return strings.Compare(keys[x], keys[y]) })
+		b.WriteByte('k')
+		for _, i := range order {
+			if vals[i] == nil {
+				continue
+			}
+			b.WriteString(strconv.Itoa(len(keys[i])))
+			b.WriteByte(':')
+			b.WriteString(keys[i])
+			writeKeyValue(b, normalizeNumber(vals[i]))
+		}
+		return true
+	}
+	return false
+}
+
+// scalarKey reports whether v is a key value writeKeyValue writes.
+func scalarKey(v any) bool {
+	switch normalizeNumber(v).(type) {
+	case string, int64, float64, bool:
+		return true
+	}
+	return false
+}
+
+// writeKeyValue writes a string, integer, float or bool, tagged with its
+// type and delimited.
+func writeKeyValue(b *strings.Builder, v any) {
+	switch t := v.(type) {
+	case string:
+		b.WriteByte('s')
+		b.WriteString(strconv.Itoa(len(t)))
+		b.WriteByte(':')
+		b.WriteString(t)
+	case int64:
+		b.WriteByte('i')
+		b.WriteString(strconv.FormatInt(t, 10))
+		b.WriteByte(';')
+	case float64:
+		b.WriteByte('f')
+		b.WriteString(strconv.FormatFloat(t, 'g', -1, 64))
+		b.WriteByte(';')
+	case bool:
+		if t {
+			b.WriteString("bt")
+		} else {
+			b.WriteString("bf")
+		}
+	}
 }
 
 // writeOwnerRefs is writeShape for metadata.ownerReferences, with the

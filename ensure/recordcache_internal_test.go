@@ -2,6 +2,7 @@ package ensure
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -158,5 +159,61 @@ func TestVerifiedMemo(t *testing.T) {
 	}
 	if len(v.entries) > maxVerified {
 		t.Fatalf("%d entries, bound %d", len(v.entries), maxVerified)
+	}
+}
+
+// writeItemKey identifies list items exactly as itemKey does: two items get
+// the same written key if and only if itemKey gives them equal path
+// elements (schema defaults, number types and key order included), and
+// items it cannot write fall back without a collision.
+func TestWriteItemKeyIsItemKey(t *testing.T) {
+	sh := deploymentShape(t)
+	pod := sh.field("spec").field("template").field("spec")
+	ports := pod.field("containers").elem().field("ports")
+	finalizers := sh.field("metadata").field("finalizers")
+	cases := []struct {
+		name  string
+		sh    shape
+		items []any
+	}{
+		{"ports (map list: containerPort, protocol defaulting to TCP)", ports, []any{
+			map[string]any{"containerPort": int64(80)},
+			map[string]any{"containerPort": int64(80), "protocol": "TCP"},
+			map[string]any{"containerPort": float64(80)},
+			map[string]any{"containerPort": int64(80), "protocol": "UDP"},
+			map[string]any{"containerPort": "80"},
+			map[string]any{"containerPort": int64(8080)},
+			map[string]any{"containerPort": 80.5},
+			map[string]any{"containerPort": true},
+			map[string]any{"protocol": "TCP"},
+			map[string]any{"containerPort": map[string]any{"x": int64(1)}},
+			map[string]any{"containerPort": []any{int64(80)}},
+			map[string]any{"name": "http"},
+			"not a map",
+		}},
+		{"finalizers (set)", finalizers, []any{"a", "b", "1", int64(1), float64(1), true, nil, map[string]any{}, []any{"a"}}},
+	}
+	for _, c := range cases {
+		kind, keys := c.sh.list()
+		if kind == atomicList {
+			t.Fatalf("%s: not a keyed list in the schema", c.name)
+		}
+		written := func(it any) string {
+			var b strings.Builder
+			if !writeItemID(&b, it, c.sh, kind, keys) {
+				return "none"
+			}
+			return b.String()
+		}
+		for i, a := range c.items {
+			for j, b := range c.items {
+				pa, oka := c.sh.itemKey(kind, keys, a)
+				pb, okb := c.sh.itemKey(kind, keys, b)
+				same := oka == okb && (!oka || pa.String() == pb.String())
+				if got := written(a) == written(b); got != same {
+					t.Errorf("%s: items %d (%v) and %d (%v): written keys equal %v (%q, %q), itemKey equal %v", c.name, i, a, j, b, got, written(a), written(b), same)
+				}
+			}
+		}
 	}
 }

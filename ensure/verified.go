@@ -144,7 +144,8 @@ func writeValue(b *bytes.Buffer, v any) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(t))
+		var buf [16]string // no allocation for the keys of most maps
+		keys := buf[:0]
 		for k := range t {
 			keys = append(keys, k)
 		}

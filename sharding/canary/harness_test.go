@@ -131,6 +131,26 @@ type fleet struct {
 	reg      *prometheus.Registry
 	metrics  *canary.Metrics
 	ropts    []canary.Option
+
+	mu     sync.Mutex
+	errors map[string]float64 // version → reconciles that stalled a Widget
+}
+
+// errorCounts is the fleet's canary.WithErrorCounts source: each reconcile
+// a version made that stalled a Widget counts as one of its errors.
+func (f *fleet) errorCounts(_ context.Context, version string) (float64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.errors[version], nil
+}
+
+func (f *fleet) countError(version string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.errors == nil {
+		f.errors = map[string]float64{}
+	}
+	f.errors[version]++
 }
 
 func newFleet(t testing.TB, ring string, ropts ...canary.Option) *fleet {
@@ -139,7 +159,9 @@ func newFleet(t testing.TB, ring string, ropts ...canary.Option) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleet{t: t, ring: ring, ns: env.Namespace(t), reg: reg, metrics: m, ropts: ropts}
+	f := &fleet{t: t, ring: ring, ns: env.Namespace(t), reg: reg, metrics: m}
+	f.ropts = append([]canary.Option{canary.WithErrorCounts(f.errorCounts)}, ropts...)
+	return f
 }
 
 // start runs one replica: member of the ring announcing version, with
@@ -222,6 +244,9 @@ func (f *fleet) start(member, version string, b behaviour, weight *int) {
 		w.Status.ObservedGeneration = w.Generation
 		if err := cl.Status().Patch(ctx, w, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
+		}
+		if b.stall {
+			f.countError(version)
 		}
 		return reconcile.Result{}, nil
 	})

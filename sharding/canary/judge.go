@@ -42,7 +42,12 @@ type Cohort struct {
 	// to the first time the rollout saw them Ready.
 	MaxTimeToReady time.Duration
 	// Errors are the reconcile errors of this version's members since the
-	// current window began, as [WithErrorCounts] reports them (0 without it).
+	// current step began — while objects moved to their new members, then
+	// through the step's window, and on through a roll back or promotion
+	// from that step — as [WithErrorCounts] reports them (0 without it).
+	// Errors made while the step settled count: a canary whose reconciles
+	// fail as it takes its objects is judged on them at the window's first
+	// check.
 	Errors float64
 }
 

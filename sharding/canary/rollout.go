@@ -57,7 +57,7 @@ type Rollout struct {
 
 	membership *sharding.Membership
 	tracked    map[client.ObjectKey]*tracked
-	baseline   map[string]float64 // version → error count at the window's start
+	baseline   map[string]float64 // version → error count at the step's start
 }
 
 type tracked struct {
@@ -118,7 +118,7 @@ func WithEventRecorder(rec events.EventRecorder) Option {
 // WithErrorCounts gives the rollout each version's reconcile errors: f
 // returns the errors counted so far, summed over the members of a version (a
 // counter, e.g. controller_runtime_reconcile_errors_total scraped from them).
-// The rollout takes the difference since each window began ([Cohort.Errors]).
+// The rollout takes the difference since each step began ([Cohort.Errors]).
 // An error from f leaves Errors as they were at the previous check.
 func WithErrorCounts(f func(ctx context.Context, version string) (float64, error)) Option {
 	return optionFunc(func(r *Rollout) { r.errorCounts = f })
@@ -429,6 +429,7 @@ func (r *Rollout) chooseVersions(ctx context.Context, cm *corev1.ConfigMap, st *
 		st.CanaryVersion, st.Step, st.Percent, st.Verdict = ver, 0, r.steps[0], ""
 		st.Started = now
 		r.enter(st, PhaseProgressing, now)
+		clear(r.baseline) // errors count from the first step's start
 		st.Message = fmt.Sprintf("rolling %s out: %d%% first", ver, r.steps[0])
 		r.event(cm, false, "CanaryStarted", "member %s announces %s; rolling it out to %d%% of the objects first", m, ver, r.steps[0])
 		log.FromContext(ctx).Info("canary rollout started", "canary", ver, "stable", st.StableVersion, "member", m)
@@ -620,7 +621,7 @@ func isReady(o client.Object) bool {
 	return true
 }
 
-// errorsSince returns version's errors since the window's baseline; last
+// errorsSince returns version's errors since the step's baseline; last
 // when they cannot be read.
 func (r *Rollout) errorsSince(ctx context.Context, version string, last float64) float64 {
 	if r.errorCounts == nil || version == "" {
@@ -655,8 +656,6 @@ func (r *Rollout) advance(ctx context.Context, cm *corev1.ConfigMap, st *State, 
 				return
 			}
 			st.WindowStart = now
-			clear(r.baseline)
-			st.Canary.Errors, st.Stable.Errors = 0, 0
 		}
 		verdict, msg := r.judge(Sample{Canary: st.Canary, Stable: st.Stable, Percent: st.Percent, Elapsed: now.Sub(st.WindowStart), Window: r.window})
 		st.Verdict, st.Message = verdict, msg
@@ -677,6 +676,7 @@ func (r *Rollout) advance(ctx context.Context, cm *corev1.ConfigMap, st *State, 
 			st.Step++
 			st.Percent = r.steps[st.Step]
 			st.WindowStart = time.Time{}
+			clear(r.baseline) // errors count from the new step's start
 			r.event(cm, false, "CanaryWidened", "%s passed; widening to %d%%", st.CanaryVersion, st.Percent)
 			logger.Info("canary passed; widening", "canary", st.CanaryVersion, "percent", st.Percent)
 		}

@@ -39,6 +39,12 @@ func TestBadCanaryRolledBack(t *testing.T) {
 	if st.Verdict != canary.Fail || st.Percent != 0 || st.CanaryVersion != "v2" {
 		t.Fatalf("rolling back with verdict %q at %d%% for %q: %s", st.Verdict, st.Percent, st.CanaryVersion, st.Message)
 	}
+	// Every Widget v2 reconciled failed, most of them while its first step
+	// settled (the Widgets moving to it), before the window began: those
+	// errors are the step's and are reported with the verdict.
+	if st.Canary.Errors == 0 {
+		t.Errorf("rolling back with no reconcile errors reported for v2: %s", st.Message)
+	}
 	if got := gauge(t, f.reg, "opkit_canary_decisions_total", map[string]string{"ring": "bad", "decision": "fail"}); got != 1 {
 		t.Errorf("opkit_canary_decisions_total{decision=fail} = %v, want 1", got)
 	}
