@@ -163,7 +163,7 @@ func writeItemKey(b *strings.Builder, it any, sh shape, kind listKind, keys []st
 			return false
 		}
 		b.WriteByte('v')
-		writeKeyValue(b, normalizeNumber(it))
+		writeScalar(b, normalizeNumber(it))
 		return true
 	case mapList:
 		m, ok := it.(map[string]any)
@@ -193,7 +193,7 @@ func writeItemKey(b *strings.Builder, it any, sh shape, kind listKind, keys []st
 		}
 		// itemKey sorts its fields by name; keys are written in that order.
 		idx := [4]int{0, 1, 2, 3}
-		order := idx[:0]
+		var order []int
 		if len(keys) <= len(idx) {
 			order = idx[:len(keys)]
 		} else {
@@ -211,46 +211,21 @@ func writeItemKey(b *strings.Builder, it any, sh shape, kind listKind, keys []st
 			b.WriteString(strconv.Itoa(len(keys[i])))
 			b.WriteByte(':')
 			b.WriteString(keys[i])
-			writeKeyValue(b, normalizeNumber(vals[i]))
+			writeScalar(b, normalizeNumber(vals[i]))
 		}
 		return true
 	}
 	return false
 }
 
-// scalarKey reports whether v is a key value writeKeyValue writes.
+// scalarKey reports whether v is a key value written by type and value
+// (writeScalar), not by the path element's string.
 func scalarKey(v any) bool {
 	switch normalizeNumber(v).(type) {
 	case string, int64, float64, bool:
 		return true
 	}
 	return false
-}
-
-// writeKeyValue writes a string, integer, float or bool, tagged with its
-// type and delimited.
-func writeKeyValue(b *strings.Builder, v any) {
-	switch t := v.(type) {
-	case string:
-		b.WriteByte('s')
-		b.WriteString(strconv.Itoa(len(t)))
-		b.WriteByte(':')
-		b.WriteString(t)
-	case int64:
-		b.WriteByte('i')
-		b.WriteString(strconv.FormatInt(t, 10))
-		b.WriteByte(';')
-	case float64:
-		b.WriteByte('f')
-		b.WriteString(strconv.FormatFloat(t, 'g', -1, 64))
-		b.WriteByte(';')
-	case bool:
-		if t {
-			b.WriteString("bt")
-		} else {
-			b.WriteString("bf")
-		}
-	}
 }
 
 // writeOwnerRefs is writeShape for metadata.ownerReferences, with the

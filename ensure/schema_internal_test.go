@@ -75,12 +75,12 @@ func TestShapeNodesResolveAsTheSchema(t *testing.T) {
 			if ga.Scalar != nil && *ga.Scalar != *wa.Scalar {
 				t.Fatalf("%s %s: scalar %v, schema %v", gvk.Kind, path, *ga.Scalar, *wa.Scalar)
 			}
-			if ga.List != nil {
-				if ga.List.ElementRelationship != wa.List.ElementRelationship || !slices.Equal(ga.List.Keys, wa.List.Keys) {
-					t.Fatalf("%s %s: list %v %v, schema %v %v", gvk.Kind, path, ga.List.ElementRelationship, ga.List.Keys, wa.List.ElementRelationship, wa.List.Keys)
+			if gl, wl := ga.List, wa.List; gl != nil {
+				if gl.ElementRelationship != wl.ElementRelationship || !slices.Equal(gl.Keys, wl.Keys) {
+					t.Fatalf("%s %s: list %v %v, schema %v %v", gvk.Kind, path, gl.ElementRelationship, gl.Keys, wl.ElementRelationship, wl.Keys)
 				}
 			}
-			if ga.Map != nil && (ga.Map.ElementRelationship != wa.Map.ElementRelationship || len(ga.Map.Fields) != len(wa.Map.Fields)) {
+			if gm, wm := ga.Map, wa.Map; gm != nil && (gm.ElementRelationship != wm.ElementRelationship || len(gm.Fields) != len(wm.Fields)) {
 				t.Fatalf("%s %s: map differs from the schema's", gvk.Kind, path)
 			}
 			if depth == 0 {
@@ -88,7 +88,7 @@ func TestShapeNodesResolveAsTheSchema(t *testing.T) {
 			}
 			if ga.Map != nil {
 				names := []string{"notAField"}
-				for _, f := range wa.Map.Fields {
+				for _, f := range wa.Fields {
 					names = append(names, f.Name)
 				}
 				for _, n := range names {

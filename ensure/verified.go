@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -137,11 +138,6 @@ func declDigest(decl map[string]any, oi ownerInfo, ownerRef bool) [sha256.Size]b
 // writeValue writes a tree unambiguously: every string with its length, map
 // keys in order, each value with its type.
 func writeValue(b *bytes.Buffer, v any) {
-	str := func(s string) {
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
-	}
 	switch t := v.(type) {
 	case map[string]any:
 		var buf [16]string // no allocation for the keys of most maps
@@ -152,7 +148,7 @@ func writeValue(b *bytes.Buffer, v any) {
 		slices.Sort(keys)
 		b.WriteByte('{')
 		for _, k := range keys {
-			str(k)
+			writeLen(b, k)
 			writeValue(b, t[k])
 		}
 		b.WriteByte('}')
@@ -162,28 +158,51 @@ func writeValue(b *bytes.Buffer, v any) {
 			writeValue(b, e)
 		}
 		b.WriteByte(']')
+	default:
+		writeScalar(b, v)
+	}
+}
+
+// textWriter is a bytes.Buffer or a strings.Builder.
+type textWriter interface {
+	io.ByteWriter
+	io.StringWriter
+}
+
+// writeLen writes s with its length, so it ends unambiguously.
+func writeLen(w textWriter, s string) {
+	_, _ = w.WriteString(strconv.Itoa(len(s)))
+	_ = w.WriteByte(':')
+	_, _ = w.WriteString(s)
+}
+
+// writeScalar writes a leaf of a tree unambiguously, tagged with its type:
+// a string, bool, int64, float64 or nil, and any other value by its type
+// and text.
+func writeScalar(w textWriter, v any) {
+	switch t := v.(type) {
 	case string:
-		b.WriteByte('s')
-		str(t)
+		_ = w.WriteByte('s')
+		writeLen(w, t)
 	case bool:
 		if t {
-			b.WriteByte('T')
+			_ = w.WriteByte('T')
 		} else {
-			b.WriteByte('F')
+			_ = w.WriteByte('F')
 		}
 	case int64:
-		b.WriteByte('i')
-		b.WriteString(strconv.FormatInt(t, 10))
-		b.WriteByte(';')
+		_ = w.WriteByte('i')
+		_, _ = w.WriteString(strconv.FormatInt(t, 10))
+		_ = w.WriteByte(';')
 	case float64:
-		b.WriteByte('f')
-		b.WriteString(strconv.FormatUint(math.Float64bits(t), 16))
-		b.WriteByte(';')
+		_ = w.WriteByte('f')
+		_, _ = w.WriteString(strconv.FormatUint(math.Float64bits(t), 16))
+		_ = w.WriteByte(';')
 	case nil:
-		b.WriteByte('n')
+		_ = w.WriteByte('n')
 	default:
 		// Other JSON-like values (json.Number…), by type and text.
-		b.WriteByte('x')
-		str(fmt.Sprintf("%T:%v", t, t))
+		_ = w.WriteByte('x')
+		writeLen(w, fmt.Sprintf("%T:%v", t, t))
 	}
 }
