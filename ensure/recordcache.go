@@ -154,74 +154,63 @@ func writeItemID(b *strings.Builder, it any, sh shape, kind listKind, keys []str
 // fields, defaults and values — without building the path element and its
 // string (fmt and JSON, a fifth of writeShape). It writes nothing and
 // returns false when a key value is not a string, integer, float or bool,
-// or the item has no key; writeItemID then writes the path element's
-// string, under a different prefix.
+// the item has no key, or its list has more than four key fields;
+// writeItemID then writes the path element's string, under a different
+// prefix.
 func writeItemKey(b *strings.Builder, it any, sh shape, kind listKind, keys []string) bool {
 	switch kind {
 	case setList:
-		if !scalarKey(it) {
+		v := normalizeNumber(it)
+		if !scalarKey(v) {
 			return false
 		}
 		b.WriteByte('v')
-		writeScalar(b, normalizeNumber(it))
+		writeScalar(b, v)
 		return true
 	case mapList:
 		m, ok := it.(map[string]any)
-		if !ok {
+		if !ok || len(keys) > 4 {
 			return false
 		}
-		var buf [4]any
-		vals := buf[:0]
-		for _, k := range keys {
+		var vals [4]any // normalized key values, nil where absent
+		present := false
+		for i, k := range keys {
 			v, has := m[k]
 			if !has || v == nil {
 				v = sh.keyDefault(k)
 			}
-			if v != nil && !scalarKey(v) {
+			if v == nil {
+				continue
+			}
+			if v = normalizeNumber(v); !scalarKey(v) {
 				return false
 			}
-			vals = append(vals, v)
+			vals[i], present = v, true
 		}
-		n := 0
-		for _, v := range vals {
-			if v != nil {
-				n++
-			}
-		}
-		if n == 0 {
+		if !present {
 			return false
 		}
 		// itemKey sorts its fields by name; keys are written in that order.
 		idx := [4]int{0, 1, 2, 3}
-		var order []int
-		if len(keys) <= len(idx) {
-			order = idx[:len(keys)]
-		} else {
-			order = make([]int, len(keys))
-			for i := range order {
-				order[i] = i
-			}
-		}
-		slices.SortStableFunc(order, func(x, y int) int { return strings.Compare(keys[x], keys[y]) })
+		order := idx[:len(keys)]
+		slices.SortFunc(order, func(x, y int) int { return strings.Compare(keys[x], keys[y]) })
 		b.WriteByte('k')
 		for _, i := range order {
 			if vals[i] == nil {
 				continue
 			}
-			b.WriteString(strconv.Itoa(len(keys[i])))
-			b.WriteByte(':')
-			b.WriteString(keys[i])
-			writeScalar(b, normalizeNumber(vals[i]))
+			writeLen(b, keys[i])
+			writeScalar(b, vals[i])
 		}
 		return true
 	}
 	return false
 }
 
-// scalarKey reports whether v is a key value written by type and value
-// (writeScalar), not by the path element's string.
+// scalarKey reports whether v, a normalized key value, is written by type
+// and value (writeScalar), not by the path element's string.
 func scalarKey(v any) bool {
-	switch normalizeNumber(v).(type) {
+	switch v.(type) {
 	case string, int64, float64, bool:
 		return true
 	}
