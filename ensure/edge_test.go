@@ -167,8 +167,20 @@ func TestImmutableFieldChange(t *testing.T) {
 			h := newHarness(t, ns)
 			owner := newOwner(t, ns, "app")
 			// Namespaces are never emptied here (no namespace controller), so
-			// each subtest needs its own cluster IPs.
-			ip1, ip2 := fmt.Sprintf("10.0.0.%d", 123+2*i), fmt.Sprintf("10.0.0.%d", 124+2*i)
+			// each subtest needs its own cluster IPs. They come from the
+			// service range's static band (10.0.0.0/24's lowest 16 addresses,
+			// 10.0.0.1 being the kubernetes Service): the API server allocates
+			// Services without a clusterIP from the upper band first, so an IP
+			// chosen there could already belong to another test's Service.
+			// The Service is deleted at the end, so a repeated run
+			// (-count) finds its IPs free again.
+			ip1, ip2 := fmt.Sprintf("10.0.0.%d", 10+2*i), fmt.Sprintf("10.0.0.%d", 11+2*i)
+			t.Cleanup(func() {
+				db := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}
+				if err := env.Client.Delete(context.Background(), db); client.IgnoreNotFound(err) != nil {
+					t.Errorf("delete Service %s/db: %v", ns, err)
+				}
+			})
 			svc := func(ip string) *corev1.Service {
 				return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: corev1.ServiceSpec{
 					ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}},
