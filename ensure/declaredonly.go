@@ -3,6 +3,7 @@ package ensure
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"strings"
@@ -62,7 +63,15 @@ const declaredOnlyMemo = 1024
 type DeclaredOnly struct {
 	keep    *fieldpath.Set
 	mu      sync.Mutex
-	records map[string]*fieldpath.Set
+	records map[string]*parsedRecord
+}
+
+// parsedRecord is a memo entry of a [DeclaredOnly]: a record's field set
+// (nil when the record is not one) and the annotations map it last marked
+// for an object with that record.
+type parsedRecord struct {
+	set    *fieldpath.Set
+	marked map[string]string // guarded by DeclaredOnly.mu
 }
 
 // NewDeclaredOnly returns a [DeclaredOnly] that also keeps, whole, the
@@ -71,7 +80,7 @@ type DeclaredOnly struct {
 // declares them: undeclared fields a reader of the cache needs (a status
 // step reading the replicas an autoscaler set).
 func NewDeclaredOnly(keep ...string) *DeclaredOnly {
-	d := &DeclaredOnly{keep: &fieldpath.Set{}, records: map[string]*fieldpath.Set{}}
+	d := &DeclaredOnly{keep: &fieldpath.Set{}, records: map[string]*parsedRecord{}}
 	for _, p := range splitPaths(keep) {
 		path := make(fieldpath.Path, 0, len(p))
 		for _, f := range p {
@@ -83,8 +92,11 @@ func NewDeclaredOnly(keep ...string) *DeclaredOnly {
 }
 
 // Transform trims obj in place to what its record declares, as
-// [DeclaredOnly] describes, sets [AnnotationTrimmed] on it (in a new
-// annotations map) and returns it. It never returns an error.
+// [DeclaredOnly] describes, sets [AnnotationTrimmed] on it and returns it.
+// The annotations map with the mark is a new map, or the one the previous
+// object with the same record got when that one holds exactly the same
+// annotations: cached objects are read-only, so equal maps can be one. It
+// never returns an error.
 func (d *DeclaredOnly) Transform(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -94,16 +106,12 @@ func (d *DeclaredOnly) Transform(obj any) (any, error) {
 	if rec == "" {
 		return obj, nil
 	}
-	set := d.parsed(rec)
+	pr := d.parsed(rec)
+	set := pr.set
 	if set == nil {
 		return obj, nil
 	}
-	marked := make(map[string]string, len(m.GetAnnotations())+1)
-	for k, v := range m.GetAnnotations() {
-		marked[k] = v
-	}
-	marked[AnnotationTrimmed] = "true"
-	m.SetAnnotations(marked)
+	m.SetAnnotations(d.mark(pr, m.GetAnnotations()))
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		for k, v := range u.Object {
 			switch k {
@@ -126,28 +134,73 @@ func (d *DeclaredOnly) Transform(obj any) (any, error) {
 	return obj, nil
 }
 
-// parsed returns the field set rec holds, parsing it once per distinct
-// string; nil when rec is not a field set.
-func (d *DeclaredOnly) parsed(rec string) *fieldpath.Set {
+// parsed returns the memo entry of rec, parsing rec once per distinct
+// string; its set is nil when rec is not a field set.
+func (d *DeclaredOnly) parsed(rec string) *parsedRecord {
 	d.mu.Lock()
-	set, ok := d.records[rec]
+	pr, ok := d.records[rec]
 	d.mu.Unlock()
 	if ok {
-		return set
+		return pr
 	}
-	set = &fieldpath.Set{}
-	if err := set.FromJSON(strings.NewReader(rec)); err != nil {
-		set = nil
+	pr = &parsedRecord{set: &fieldpath.Set{}}
+	if err := pr.set.FromJSON(strings.NewReader(rec)); err != nil {
+		pr.set = nil
 	} else if !d.keep.Empty() {
-		set = set.Union(d.keep)
+		pr.set = pr.set.Union(d.keep)
 	}
 	d.mu.Lock()
 	if len(d.records) >= declaredOnlyMemo {
 		clear(d.records)
 	}
-	d.records[rec] = set
+	d.records[rec] = pr
 	d.mu.Unlock()
-	return set
+	return pr
+}
+
+// mark returns annotations with [AnnotationTrimmed] set, as a new map or as
+// the map it returned for the previous object with the same record when
+// that map holds exactly these annotations and the mark: siblings of
+// different owners whose annotations are only ensure's record (the usual
+// child) then share one map in the cache instead of one each.
+func (d *DeclaredOnly) mark(pr *parsedRecord, annotations map[string]string) map[string]string {
+	d.mu.Lock()
+	last := pr.marked
+	d.mu.Unlock()
+	if isMarked(last, annotations) {
+		return last
+	}
+	marked := make(map[string]string, len(annotations)+1)
+	maps.Copy(marked, annotations)
+	marked[AnnotationTrimmed] = "true"
+	d.mu.Lock()
+	pr.marked = marked
+	d.mu.Unlock()
+	return marked
+}
+
+// isMarked reports whether marked holds exactly annotations with
+// [AnnotationTrimmed] set to "true".
+func isMarked(marked, annotations map[string]string) bool {
+	if marked == nil || marked[AnnotationTrimmed] != "true" {
+		return false
+	}
+	n := len(annotations)
+	if _, ok := annotations[AnnotationTrimmed]; !ok {
+		n++
+	}
+	if len(marked) != n {
+		return false
+	}
+	for k, v := range annotations {
+		if k == AnnotationTrimmed {
+			continue
+		}
+		if w, ok := marked[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // trimTree trims the JSON value at field name of a map whose declared

@@ -2,6 +2,8 @@ package ensure
 
 import (
 	"encoding/json"
+	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -204,7 +206,7 @@ func TestDeclaredOnlyParsesEachRecordOnce(t *testing.T) {
 	_, _, rec, _ := declaredDeployment(t)
 	d := NewDeclaredOnly()
 	a, b := d.parsed(rec), d.parsed(rec)
-	if a == nil || a != b {
+	if a.set == nil || a != b {
 		t.Fatalf("parsed twice: %p, %p", a, b)
 	}
 	raw, _ := json.Marshal(map[string]any{"f:data": map[string]any{}})
@@ -213,6 +215,51 @@ func TestDeclaredOnlyParsesEachRecordOnce(t *testing.T) {
 	}
 	if len(d.records) > declaredOnlyMemo {
 		t.Fatalf("memo holds %d records, bound %d", len(d.records), declaredOnlyMemo)
+	}
+}
+
+// TestDeclaredOnlySharesEqualMarkedAnnotations: children whose annotations
+// are equal (ensure's record only, the usual child) get one marked map in
+// the cache; any other annotations get a map of their own, each holding
+// exactly the object's annotations and the mark.
+func TestDeclaredOnlySharesEqualMarkedAnnotations(t *testing.T) {
+	_, _, rec, _ := declaredDeployment(t)
+	d := NewDeclaredOnly()
+	transform := func(annotations map[string]string) map[string]string {
+		t.Helper()
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: annotations}}
+		if _, err := d.Transform(dep); err != nil {
+			t.Fatal(err)
+		}
+		want := maps.Clone(annotations)
+		want[AnnotationTrimmed] = "true"
+		if !maps.Equal(dep.Annotations, want) {
+			t.Fatalf("annotations %v, want %v", dep.Annotations, want)
+		}
+		return dep.Annotations
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	a := transform(map[string]string{AnnotationDeclared: rec})
+	b := transform(map[string]string{AnnotationDeclared: rec})
+	if !same(a, b) {
+		t.Errorf("equal annotations got two maps")
+	}
+	c := transform(map[string]string{AnnotationDeclared: rec, "deployment.kubernetes.io/revision": "2"})
+	if same(a, c) {
+		t.Errorf("different annotations share a map")
+	}
+	if same(c, transform(map[string]string{AnnotationDeclared: rec, "deployment.kubernetes.io/revision": "3"})) {
+		t.Errorf("annotations differing in a value share a map")
+	}
+	// Equal once marked: whatever the object held under the mark's key.
+	e := transform(map[string]string{AnnotationDeclared: rec, AnnotationTrimmed: "false"})
+	if !same(e, transform(map[string]string{AnnotationDeclared: rec})) || !same(e, transform(map[string]string{AnnotationDeclared: rec, AnnotationTrimmed: "true"})) {
+		t.Errorf("annotations equal once marked got maps of their own")
+	}
+	if len(a) != 2 || len(b) != 2 {
+		t.Errorf("a shared map changed: %v", a)
 	}
 }
 

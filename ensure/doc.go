@@ -38,15 +38,15 @@
 //     (an injected env var or sidecar), server defaults, any status. A field
 //     is removed only if the operator's own record lists it; a field never
 //     declared is never sent.
-//   - Owner-safe. Every child carries [LabelOwnerUID], [LabelManager] and
-//     [AnnotationOwner]; children in the owner's namespace (or of a
-//     cluster-scoped owner) also get a controller ownerReference, so the
-//     garbage collector deletes them with the owner. An existing object linked
-//     to another owner, or to none, is refused with a terminal [ErrNotOwned]
-//     (not terminal: re-checked every [NotOwnedRecheck], since whoever fixes
-//     it deletes or renames the other object, which changes nothing on the
-//     owner) whose message says what is in the way and what to do, unless
-//     [WithAdoption] allows taking it. A person hands an orphan over by
+//   - Owner-safe. Every child carries [LabelOwnerUID] and [LabelManager];
+//     children in the owner's namespace (or of a cluster-scoped owner) also
+//     get a controller ownerReference, so the garbage collector deletes them
+//     with the owner, and the others [AnnotationOwner], which names it. An
+//     existing object linked to another owner, or to none, is refused with a
+//     terminal [ErrNotOwned] (not terminal: re-checked every
+//     [NotOwnedRecheck], since whoever fixes it deletes or renames the other
+//     object, which changes nothing on the owner) whose message says what is
+//     in the way and what to do, unless [WithAdoption] allows taking it. A person hands an orphan over by
 //     labelling it with [LabelOwnerUID] set to the owner's UID.
 //   - Prunes only its own. With [WithPrune], objects of the named kinds that
 //     carry this owner's and this Ensurer's link but are no longer desired are

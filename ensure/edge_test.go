@@ -389,3 +389,76 @@ func TestCreateOrPatchWholesaleMutate(t *testing.T) {
 		t.Errorf("baseline expectation changed: CreateOrUpdate reported %s", res)
 	}
 }
+
+// TestOwnerAnnotationOnlyWhereNoOwnerReference: children in the owner's
+// namespace are linked by a controller ownerReference and carry no
+// AnnotationOwner (their annotations then hold only the record, equal
+// between siblings of different owners); a child an earlier ensure gave the
+// annotation keeps it, and a reconcile of it stays free.
+func TestOwnerAnnotationOnlyWhereNoOwnerReference(t *testing.T) {
+	for _, s := range strategies {
+		t.Run(s.String(), func(t *testing.T) {
+			ns := env.Namespace(t)
+			ctx := testCtx(t)
+			h := newHarness(t, ns)
+			e := h.ensurer(t, s)
+			records := map[string]string{}
+			for _, name := range []string{"a", "b"} {
+				owner := newOwner(t, ns, name)
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-config"}, Data: map[string]string{"k": name}}
+				if _, err := e.Ensure(ctx, owner, cm); err != nil {
+					t.Fatal(err)
+				}
+				live := &corev1.ConfigMap{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cm.Name}, live); err != nil {
+					t.Fatal(err)
+				}
+				refs := live.GetOwnerReferences()
+				if len(refs) != 1 || refs[0].UID != owner.UID || refs[0].Controller == nil || !*refs[0].Controller {
+					t.Fatalf("%s: want a controller ownerReference to %s, got %v", cm.Name, owner.UID, refs)
+				}
+				if _, ok := live.Annotations[ensure.AnnotationOwner]; ok || len(live.Annotations) != 1 || live.Annotations[ensure.AnnotationDeclared] == "" {
+					t.Fatalf("%s: want the record as the only annotation, got %v", cm.Name, live.Annotations)
+				}
+				records[name] = live.Annotations[ensure.AnnotationDeclared]
+			}
+			if records["a"] != records["b"] {
+				t.Errorf("the siblings' records differ: %q, %q", records["a"], records["b"])
+			}
+
+			// A child written by an earlier ensure, which annotated every
+			// child with its owner.
+			owner := newOwner(t, ns, "c")
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c-config"}, Data: map[string]string{"k": "c"}}
+			if _, err := e.Ensure(ctx, owner, cm); err != nil {
+				t.Fatal(err)
+			}
+			key := client.ObjectKey{Namespace: ns, Name: cm.Name}
+			old := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key, old); err != nil {
+				t.Fatal(err)
+			}
+			old.Annotations[ensure.AnnotationOwner] = "ConfigMap " + ns + "/c"
+			if err := env.Client.Update(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			h.waitCached(t, old)
+			h.counter.Reset()
+			cs, err := e.Ensure(ctx, owner, cm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantActions(t, cs, ensure.Unchanged)
+			if got := h.counter.Total(); got != 0 {
+				t.Fatalf("reconcile of an annotated child sent %d requests:\n%s", got, h.counter)
+			}
+			after := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key, after); err != nil {
+				t.Fatal(err)
+			}
+			if after.Annotations[ensure.AnnotationOwner] != "ConfigMap "+ns+"/c" || after.ResourceVersion != old.ResourceVersion {
+				t.Fatalf("the earlier annotation was touched: %v (rv %s → %s)", after.Annotations, old.ResourceVersion, after.ResourceVersion)
+			}
+		})
+	}
+}

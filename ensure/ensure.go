@@ -33,7 +33,7 @@ import (
 	"github.com/opkit/opkit/outcome"
 )
 
-// Labels and annotations ensure writes on every child it creates or adopts.
+// Labels and annotations ensure writes on the children it creates or adopts.
 const (
 	// LabelOwnerUID holds the owner's UID. Every child carries it, whether or
 	// not it also has an ownerReference, so pruning finds children with a
@@ -45,9 +45,17 @@ const (
 	// when it is not a valid label value), so two Ensurers sharing an owner
 	// never prune each other's children.
 	LabelManager = "ensure.opkit.dev/manager"
-	// AnnotationOwner names the owner for humans and error messages, as
-	// "Kind.group namespace/name" ("Kind name" for a cluster-scoped owner in
-	// the core group).
+	// AnnotationOwner names the owner, as "Kind.group namespace/name"
+	// ("Kind name" for a cluster-scoped owner in the core group), on the
+	// children no ownerReference can link to it: children of a namespaced
+	// owner in another namespace or cluster-scoped. It is there for humans,
+	// error messages and the reconciler package's mapping of such a child
+	// to its owner. Children with a controller ownerReference (those in the
+	// owner's namespace, and all children of a cluster-scoped owner) do not
+	// get it — the ownerReference names the owner, and an annotation on
+	// each would make every child's annotations differ from its siblings'
+	// (a map per child in every cache); children an earlier ensure gave it
+	// keep it.
 	AnnotationOwner = "ensure.opkit.dev/owner"
 )
 
@@ -542,12 +550,17 @@ func (e *Ensurer) link(t *target, decl map[string]any) map[string]any {
 	labels[LabelManager] = e.managerLabel
 	md["labels"] = labels
 	annotations, _ := md["annotations"].(map[string]any)
-	if annotations == nil {
-		annotations = map[string]any{}
+	if !t.ownerRef {
+		// No ownerReference can name this owner: the annotation does.
+		if annotations == nil {
+			annotations = map[string]any{}
+		}
+		annotations[AnnotationOwner] = t.ownerInfo.annotation
 	}
-	annotations[AnnotationOwner] = t.ownerInfo.annotation
-	delete(annotations, AnnotationDeclared) // ensure's own, set by declare
-	md["annotations"] = annotations
+	if annotations != nil {
+		delete(annotations, AnnotationDeclared) // ensure's own, set by declaration
+		md["annotations"] = annotations
+	}
 
 	refs, _ := md["ownerReferences"].([]any)
 	kept := refs[:0:0]
@@ -599,7 +612,12 @@ func (e *Ensurer) declaration(t *target, live map[string]any) (decl map[string]a
 		return nil, nil, fmt.Errorf("%s: record declared fields: %w", t, err)
 	}
 	md := decl["metadata"].(map[string]any)
-	md["annotations"].(map[string]any)[AnnotationDeclared] = rec
+	annotations, _ := md["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+		md["annotations"] = annotations
+	}
+	annotations[AnnotationDeclared] = rec
 	return decl, set, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/opkit/opkit/ensure"
 )
 
 // sharedMapsBound is how many distinct maps a [SharedMaps] remembers per
@@ -28,13 +30,17 @@ const sharedMapsBound = 1 << 14
 // (the selector and pod template labels of Deployments, StatefulSets,
 // DaemonSets, ReplicaSets and Jobs; a Service's selector). Equal
 // ownerReferences lists of one item (an owner's controller reference on
-// each of its children) become one list too. Annotation maps
-// (ensure's record and owner annotation make them differ between children)
-// keep one map per object, their strings shared as [CompactMetadata] shares
-// them, the pod template's too. An operator that puts one label set on every child
-// of an owner (ensure's owner labels, the app labels a Deployment also
-// selects by) then caches one copy of it per owner instead of one per child
-// and per field.
+// each of its children) become one list too, and so do equal annotation
+// maps of ensure's children (those holding ensure.AnnotationDeclared: a
+// child with a controller ownerReference carries ensure's record and
+// nothing of its owner's there, so children of one kind written from one
+// template have equal annotations). Other annotation maps, often unique to
+// their object (a last-applied configuration, a checksum), and those of pod
+// templates keep one map per object, their strings shared as
+// [CompactMetadata] shares them. An operator that puts one label set on
+// every child of an owner (ensure's owner labels, the app labels a
+// Deployment also selects by) then caches one copy of it per owner instead
+// of one per child and per field, and ensure's record once per kind.
 //
 // Cached objects are read-only by contract: the cache's readers get deep
 // copies, and informer event handlers must not modify the objects they are
@@ -61,12 +67,14 @@ func (s *SharedMaps) Transform(obj any) (any, error) {
 	if err != nil {
 		return obj, err
 	}
-	// Annotations are left one map per object: ensure's record and owner
-	// annotation make them differ between any two children, and a table
-	// entry per map that is never shared would cost more than it saves.
+	// Other annotation maps are left one per object: a table entry per map
+	// that is never shared would cost more than it saves.
 	if m, ok := obj.(metav1.Object); ok {
 		if l := m.GetLabels(); len(l) > 0 {
 			m.SetLabels(s.shared(l))
+		}
+		if a := m.GetAnnotations(); a[ensure.AnnotationDeclared] != "" {
+			m.SetAnnotations(s.shared(a))
 		}
 	}
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/opkit/opkit/ensure"
 	"github.com/opkit/opkit/reconciler"
 )
 
@@ -72,6 +73,44 @@ func TestSharedMapsMakesEqualMapsOne(t *testing.T) {
 	}
 	if out, err := s.Transform("not an object"); err != nil || out != "not an object" {
 		t.Fatalf("a non-object: %v, %v", out, err)
+	}
+}
+
+// TestSharedMapsSharesEnsureRecordAnnotations: the annotations of ensure's
+// children of different owners (its record, nothing of the owner) are one
+// map once equal; an ensure child's differing annotations stay apart, and
+// annotations without ensure's record stay one map per object.
+func TestSharedMapsSharesEnsureRecordAnnotations(t *testing.T) {
+	const rec = `{"f:data":{"f:k":{}}}`
+	cm := func(annotations map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: annotations}}
+	}
+	s := reconciler.NewSharedMaps()
+	objs := []*corev1.ConfigMap{
+		cm(map[string]string{ensure.AnnotationDeclared: strings.Clone(rec)}),
+		cm(map[string]string{ensure.AnnotationDeclared: strings.Clone(rec)}),
+		cm(map[string]string{ensure.AnnotationDeclared: strings.Clone(rec), "note": "x"}),
+		cm(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
+		cm(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
+	}
+	want := make([]map[string]string, len(objs))
+	for i, o := range objs {
+		want[i] = maps.Clone(o.Annotations)
+		if _, err := s.Transform(o); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(o.Annotations, want[i]) {
+			t.Fatalf("object %d: annotations %v, want %v", i, o.Annotations, want[i])
+		}
+	}
+	if !same(objs[0].Annotations, objs[1].Annotations) {
+		t.Error("equal ensure records are two maps")
+	}
+	if same(objs[0].Annotations, objs[2].Annotations) {
+		t.Error("unequal annotations were merged")
+	}
+	if same(objs[3].Annotations, objs[4].Annotations) {
+		t.Error("annotations without ensure's record were shared (a table entry per unique map)")
 	}
 }
 
