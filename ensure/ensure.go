@@ -157,6 +157,8 @@ type Ensurer struct {
 	informers      cache.Informers
 	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
 	scopes         sync.Map                         // schema.GroupVersionKind → namespaced (bool)
+	ownerStores    sync.Map                         // schema.GroupVersionKind → toolscache.Indexer holding OwnerIndex, or nil
+	pruneKinds     map[schema.GroupVersionKind]client.Object
 
 	mu     sync.Mutex
 	recent map[objectKey]record // live objects this Ensurer created or read past the cache
@@ -201,12 +203,14 @@ func New(c client.Client, fieldOwner string, opts ...Option) (*Ensurer, error) {
 		sum := sha256.Sum256([]byte(fieldOwner))
 		e.managerLabel = "h-" + hex.EncodeToString(sum[:])[:40]
 	}
+	e.pruneKinds = map[schema.GroupVersionKind]client.Object{}
 	for _, p := range e.pruneProtos {
 		gvk, err := apiutil.GVKForObject(p, e.scheme)
 		if err != nil {
 			return nil, fmt.Errorf("ensure: prune kind %T: %w", p, err)
 		}
 		e.prune = append(e.prune, gvk)
+		e.pruneKinds[gvk] = p
 	}
 	e.indexed = map[schema.GroupVersionKind]bool{}
 	for _, p := range e.indexProtos {

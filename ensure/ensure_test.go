@@ -216,22 +216,28 @@ func TestServerSideApplyRemovesFieldsNoLongerDeclared(t *testing.T) {
 func TestPruneDeletesOnlyDroppedOwnChildren(t *testing.T) {
 	kinds := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}}
 	for _, s := range strategies {
-		for _, lookup := range []string{"label", "index"} {
-			t.Run(s.String()+"/"+lookup, func(t *testing.T) { testPrune(t, s, lookup == "index", kinds) })
+		for _, lookup := range []string{"label", "index", "store"} {
+			t.Run(s.String()+"/"+lookup, func(t *testing.T) { testPrune(t, s, lookup, kinds) })
 		}
 	}
 }
 
-// testPrune: prune finds the dropped child by its owner label, or through
-// ensure.OwnerIndex.
-func testPrune(t *testing.T, s ensure.Strategy, indexed bool, kinds []client.Object) {
+// testPrune: prune finds the dropped child by its owner label ("label"),
+// through ensure.OwnerIndex as a field index of a cache of one namespace
+// (a List, "index"), or as an index of the informers' stores of a cache of
+// all namespaces, read without a List ("store").
+func testPrune(t *testing.T, s ensure.Strategy, lookup string, kinds []client.Object) {
 	ns := env.Namespace(t)
 	ctx := testCtx(t)
 	opts := []ensure.Option{ensure.WithPrune(kinds...)}
 	h := newHarness(t, ns)
-	if indexed {
+	switch lookup {
+	case "index":
 		h = newIndexedHarness(t, kinds, ns)
 		opts = append(opts, ensure.WithOwnerIndex())
+	case "store":
+		h = newIndexedHarness(t, kinds)
+		opts = append(opts, ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
 	}
 	owner := newOwner(t, ns, "app")
 	other := newOwner(t, ns, "other-app")

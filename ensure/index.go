@@ -6,16 +6,28 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// OwnerIndex is the name of the cache field index [IndexOwner] registers:
-// each object of an indexed kind that carries [LabelOwnerUID] is indexed
-// under [OwnerBucket] of that label's value; an object without the label but
-// with a controller ownerReference is indexed under the bucket of that
-// owner's UID (so children another tool made are found too); other objects
-// are not indexed. A bucket holds the children of about 1/256 of the owners;
-// prune checks each candidate's labels in full.
+// OwnerIndex is the name of the cache index [IndexOwner] registers: each
+// object of an indexed kind that carries [LabelOwnerUID] is indexed under
+// [OwnerBucket] of that label's value; an object without the label but with a
+// controller ownerReference is indexed under the bucket of that owner's UID
+// (so children another tool made are found too); other objects are not
+// indexed. A bucket holds the children of about 1/256 of the owners; prune
+// checks each candidate's labels in full.
+//
+// Where the index lives depends on the cache [IndexOwner] is given. On a
+// cache whose informers expose their client-go store (cache.New over all
+// namespaces, or one namespace per kind), it is an index of that store
+// (toolscache.Indexer) under this name, one bucket per object, and prune
+// reads it there (with [WithInformers] on the same cache). Otherwise (a
+// multi-namespace cache, a fake client's builder) it is a field index
+// (client.FieldIndexer.IndexField) under this name, which a List with
+// client.MatchingFields{OwnerIndex: bucket} reads.
 const OwnerIndex = "ensure.opkit.dev/owner-uid-bucket"
 
 // ownerBucketLen is how many leading characters of an owner UID name its
@@ -34,17 +46,34 @@ func OwnerBucket(uid string) string {
 }
 
 // IndexOwner registers [OwnerIndex] for each kind on indexer — the cache the
-// Ensurer's client reads, e.g. manager.GetFieldIndexer() — and must run
-// before that cache starts. With [WithOwnerIndex], prune then looks an
-// owner's children up in the index (its bucket) instead of matching a label
-// selector against every cached object of the kind, which costs time in
-// proportion to all objects of the kind on every Ensure: with thousands of
-// owners that scan dominated reconcile CPU. Registering a kind twice on the
+// Ensurer's client reads, e.g. the manager's cache (manager.GetCache(), which
+// is also its GetFieldIndexer()) — and must run before that cache starts.
+// With [WithOwnerIndex], prune then looks an owner's children up in the index
+// (its bucket) instead of matching a label selector against every cached
+// object of the kind, which costs time in proportion to all objects of the
+// kind on every Ensure: with thousands of owners that scan dominated
+// reconcile CPU.
+//
+// When indexer is also a cache.Informers and the kind's informer exposes its
+// client-go store (GetIndexer, as client-go's shared informers do), the index
+// is added to that store (AddIndexers) under [OwnerIndex] with one value per
+// object, and prune, given the same cache by [WithInformers], reads the
+// bucket from the store: no List, no selector, no copy into a list. A
+// controller-runtime field index would hold each object twice (under its
+// namespace and under all namespaces) and be read through a List. Otherwise
+// the index is a field index (IndexField). Registering a kind twice on the
 // same cache (two controllers pruning the same kind) is not an error: the
 // index is the same.
 func IndexOwner(ctx context.Context, indexer client.FieldIndexer, kinds ...client.Object) error {
 	for _, kind := range kinds {
-		err := indexer.IndexField(ctx, kind, OwnerIndex, ownerUIDOf)
+		var err error
+		if store, ok, serr := storeOf(ctx, indexer, kind); serr != nil {
+			err = serr
+		} else if ok {
+			err = store.AddIndexers(toolscache.Indexers{OwnerIndex: ownerBucketOf})
+		} else {
+			err = indexer.IndexField(ctx, kind, OwnerIndex, ownerUIDOf)
+		}
 		// client-go reports a second registration of one index name as an
 		// "indexer conflict"; the extractor is the same, so it is harmless.
 		if err != nil && !strings.Contains(err.Error(), "indexer conflict") {
@@ -52,6 +81,61 @@ func IndexOwner(ctx context.Context, indexer client.FieldIndexer, kinds ...clien
 		}
 	}
 	return nil
+}
+
+// storeOf returns the client-go store of kind's informer in c, when c is a
+// cache.Informers whose informer for kind exposes it; ok is false otherwise
+// (an error only when c is a cache.Informers that failed to give the
+// informer).
+func storeOf(ctx context.Context, c any, kind client.Object) (_ toolscache.Indexer, ok bool, _ error) {
+	infs, ok := c.(cache.Informers)
+	if !ok {
+		return nil, false, nil
+	}
+	inf, err := infs.GetInformer(ctx, kind, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, false, err
+	}
+	s, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return nil, false, nil
+	}
+	return s.GetIndexer(), true, nil
+}
+
+// ownerBucketOf is the store index function of [OwnerIndex]: the bucket is
+// a prefix of the label's (or the ownerReference's) UID string, sharing its
+// bytes, so indexing allocates only the one-element slice.
+func ownerBucketOf(obj any) ([]string, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return nil, nil
+	}
+	return ownerUIDOf(o), nil
+}
+
+// ownerStore returns the client-go store holding [OwnerIndex] for the prune
+// kind gvk (its prototype proto), or nil when prune must List instead: no
+// [WithInformers], an informer without an exposed store, or a store
+// [IndexOwner] did not index. The answer is kept per kind.
+func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, proto client.Object) (toolscache.Indexer, error) {
+	if v, ok := e.ownerStores.Load(gvk); ok {
+		s, _ := v.(toolscache.Indexer)
+		return s, nil
+	}
+	if e.informers == nil {
+		e.ownerStores.Store(gvk, nil)
+		return nil, nil
+	}
+	s, ok, err := storeOf(ctx, e.informers, proto)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || s.GetIndexers()[OwnerIndex] == nil {
+		s = nil
+	}
+	e.ownerStores.Store(gvk, s)
+	return s, nil
 }
 
 func ownerUIDOf(obj client.Object) []string {
@@ -64,11 +148,13 @@ func ownerUIDOf(obj client.Object) []string {
 	return nil
 }
 
-// WithOwnerIndex makes prune ([WithPrune]) list an owner's children of the
+// WithOwnerIndex makes prune ([WithPrune]) find an owner's children of the
 // given kinds through [OwnerIndex] instead of a label selector; with no
 // kinds, of every pruned kind. Each such kind must be indexed with
-// [IndexOwner] on the cache the Ensurer's client reads; otherwise every
-// Ensure that prunes it fails with the cache's "index does not exist" error.
+// [IndexOwner] on the cache the Ensurer's client reads, and when IndexOwner
+// put the index in the informers' stores (see [OwnerIndex]) the Ensurer must
+// have that cache through [WithInformers]; otherwise every Ensure that prunes
+// the kind fails with the cache's "index does not exist" error.
 // Kinds not named keep the label selector, which an uncached client (a
 // direct API client) can serve. The reconciler package's builder registers
 // the index and sets this option for the kinds it Owns with an index.

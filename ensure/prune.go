@@ -15,36 +15,16 @@ import (
 )
 
 // pruneExcept deletes the owner's children of the prune kinds that this
-// Ensurer linked and keep does not list. Candidates come from a label-selector
-// List on the client (the cache: no request), and each delete carries a UID
+// Ensurer linked and keep does not list. Candidates come from the cache
+// (pruneCandidates: no request), and each delete carries a UID
 // precondition, so an object recreated meanwhile under the same name by
 // someone else is never deleted.
 func (e *Ensurer) pruneExcept(ctx context.Context, oi ownerInfo, keep map[objectKey]bool) (ChangeSet, error) {
 	var cs ChangeSet
 	for _, gvk := range e.prune {
-		list := e.listFor(gvk)
-		// The items are only read (name, labels, UID), never kept or
-		// changed: a cache need not copy them.
-		opts := []client.ListOption{client.MatchingLabels{LabelOwnerUID: string(oi.uid), LabelManager: e.managerLabel}, client.UnsafeDisableDeepCopy}
-		if e.indexed[gvk] {
-			// The index narrows the candidates to the owner's bucket; the
-			// cache then applies the label selector before it copies items
-			// into list, so the other owners of the bucket cost a label
-			// match each, not a copy of their object into list.
-			opts = append(opts, client.MatchingFields{OwnerIndex: OwnerBucket(string(oi.uid))})
-		}
-		err := e.c.List(ctx, list, opts...)
+		items, err := e.pruneCandidates(ctx, gvk, oi.uid)
 		if err != nil {
-			return cs, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
-		}
-		var items []client.Object
-		if err := meta.EachListItem(list, func(o runtime.Object) error {
-			if co, ok := o.(client.Object); ok {
-				items = append(items, co)
-			}
-			return nil
-		}); err != nil {
-			return cs, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
+			return cs, err
 		}
 		for _, obj := range items {
 			key := objectKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
@@ -89,6 +69,59 @@ func (e *Ensurer) listFor(gvk schema.GroupVersionKind) client.ObjectList {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(lgvk)
 	return l
+}
+
+// pruneCandidates returns the cached objects of kind gvk that may be the
+// owner's children: the owner's bucket of [OwnerIndex] read from the
+// informer's store when [IndexOwner] put the index there, else a List on the
+// client (the cache: no request) by the owner's labels, through the field
+// index for indexed kinds. The items are only read (name, labels, UID), never
+// kept or changed: neither path copies them.
+func (e *Ensurer) pruneCandidates(ctx context.Context, gvk schema.GroupVersionKind, owner types.UID) ([]client.Object, error) {
+	if e.indexed[gvk] {
+		store, err := e.ownerStore(ctx, gvk, e.pruneKinds[gvk])
+		if err != nil {
+			return nil, fmt.Errorf("ensure: prune: informer of %s: %w", gvk.Kind, err)
+		}
+		if store != nil {
+			objs, err := store.ByIndex(OwnerIndex, OwnerBucket(string(owner)))
+			if err != nil {
+				return nil, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
+			}
+			items := make([]client.Object, 0, len(objs))
+			for _, o := range objs {
+				if co, ok := o.(client.Object); ok {
+					items = append(items, co)
+				}
+			}
+			return items, nil
+		}
+	}
+	list := e.listFor(gvk)
+	opts := []client.ListOption{client.MatchingLabels{LabelOwnerUID: string(owner), LabelManager: e.managerLabel}, client.UnsafeDisableDeepCopy}
+	if e.indexed[gvk] {
+		// The index narrows the candidates to the owner's bucket; the
+		// cache then applies the label selector before it copies items
+		// into list, so the other owners of the bucket cost a label
+		// match each, not a copy of their object into list.
+		opts = append(opts, client.MatchingFields{OwnerIndex: OwnerBucket(string(owner))})
+	}
+	if err := e.c.List(ctx, list, opts...); err != nil {
+		if e.indexed[gvk] && e.informers == nil {
+			return nil, fmt.Errorf("ensure: prune: list %s (if IndexOwner indexed the kind in its informer's store, give the Ensurer that cache with WithInformers): %w", gvk.Kind, err)
+		}
+		return nil, fmt.Errorf("ensure: prune: list %s: %w", gvk.Kind, err)
+	}
+	var items []client.Object
+	if err := meta.EachListItem(list, func(o runtime.Object) error {
+		if co, ok := o.(client.Object); ok {
+			items = append(items, co)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
+	}
+	return items, nil
 }
 
 // recentlyDeleted keeps a cache that still lists an object this Ensurer just

@@ -3,6 +3,7 @@ package ensure_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -80,6 +82,92 @@ func TestIndexedPruneListsOnlyTheOwnersChildren(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), &corev1.ConfigMap{}); err != nil {
 			t.Fatalf("decoy %s: %v", d.GetName(), err)
 		}
+	}
+}
+
+// listCalls is a client that counts its List calls.
+type listCalls struct {
+	client.Client
+	calls atomic.Int32
+}
+
+func (c *listCalls) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.calls.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+// On a cache of all namespaces, IndexOwner puts OwnerIndex in the informer's
+// own store (one bucket per object, no field index beside it) and prune,
+// given the cache by WithInformers, reads the owner's bucket there: no List
+// call at all, the dropped child deleted, the other owners of the bucket
+// untouched. Without WithInformers, the same Ensurer's prune fails and says
+// what is missing.
+func TestStoreIndexedPruneReadsTheInformersStore(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	kinds := []client.Object{&corev1.ConfigMap{}}
+	h := newIndexedHarness(t, kinds) // every namespace: client-go's informers
+	inf, err := h.cache.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexers := inf.(interface{ GetIndexer() toolscache.Indexer }).GetIndexer().GetIndexers()
+	if indexers[ensure.OwnerIndex] == nil || len(indexers) != 2 {
+		names := make([]string, 0, len(indexers))
+		for name := range indexers {
+			names = append(names, name)
+		}
+		t.Fatalf("the ConfigMap informer's store has indexes %v, want the namespace index and %s only", names, ensure.OwnerIndex)
+	}
+	owner := newOwner(t, ns, "app")
+	var decoys []client.Object
+	for i := range 30 {
+		// Other owners whose UIDs fall into owner's bucket, declared as
+		// this Ensurer declares them.
+		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("decoy-%d", i), Labels: map[string]string{
+			ensure.LabelOwnerUID: ensure.OwnerBucket(string(owner.UID)) + fmt.Sprintf("-decoy-%d", i),
+			ensure.LabelManager:  "webapp-operator",
+		}}}
+		if err := env.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		decoys = append(decoys, d)
+	}
+	counting := &listCalls{Client: h.client}
+	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
+		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, svc, cm := children("nginx:1.27")
+	extra := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extra"}, Data: map[string]string{"k": "v"}}
+	if _, err := e.Ensure(ctx, owner, cm, extra, svc); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached(t, append(decoys, inNS(ns, cm, extra)...)...)
+	cs, err := e.Ensure(ctx, owner, cm, svc) // extra is no longer declared
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Deleted)
+	if cs[2].Name != "extra" {
+		t.Fatalf("pruned %v, want ConfigMap extra", cs[2])
+	}
+	if n := counting.calls.Load(); n != 0 {
+		t.Fatalf("prune made %d List calls, want none (the store's index is read directly)", n)
+	}
+	for _, d := range decoys {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), &corev1.ConfigMap{}); err != nil {
+			t.Fatalf("decoy %s: %v", d.GetName(), err)
+		}
+	}
+	noInformers, err := ensure.New(h.client, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...), ensure.WithOwnerIndex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = noInformers.Ensure(ctx, owner, cm, svc)
+	if err == nil || !strings.Contains(err.Error(), "WithInformers") {
+		t.Fatalf("prune of a kind indexed in the store without WithInformers: got %v, want an error naming WithInformers", err)
 	}
 }
 
