@@ -53,7 +53,9 @@
 //     deleted, found by label selector in the cache (no LIST request), each
 //     delete with a UID precondition. With [IndexOwner] on the cache and
 //     [WithOwnerIndex], they are looked up in an index instead of a scan of
-//     every cached object of the kind (the reconciler package does this).
+//     every cached object of the kind — read straight from the informer's
+//     store, without a List, on a cache of every namespace given by
+//     [WithInformers] (the reconciler package does this).
 //   - Read-your-writes. An Ensurer remembers objects it just created until
 //     its cache sees them, so a stale cache neither re-creates nor errors; a
 //     create answered AlreadyExists is read once past the cache and treated

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,6 +113,38 @@ func ownerBucketOf(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return ownerUIDOf(o), nil
+}
+
+// OwnerBucketObjects returns the objects in owner's bucket of [OwnerIndex]
+// read from the store of kind's informer in c, when [IndexOwner] put the
+// index there; ok is false, with no error, when it did not (a field index:
+// List with client.MatchingFields{OwnerIndex: OwnerBucket(owner)} instead).
+// The objects are the cache's own, not copies: read them, and copy what you
+// keep or change. Other owners' children that share the bucket are among
+// them: check each one's [LabelOwnerUID] or controller ownerReference.
+func OwnerBucketObjects(ctx context.Context, c cache.Informers, kind client.Object, owner types.UID) (objs []client.Object, ok bool, err error) {
+	store, ok, err := storeOf(ctx, c, kind)
+	if err != nil || !ok || store.GetIndexers()[OwnerIndex] == nil {
+		return nil, false, err
+	}
+	objs, err = bucketObjects(store, owner)
+	return objs, err == nil, err
+}
+
+// bucketObjects returns the objects in owner's bucket of store's
+// [OwnerIndex].
+func bucketObjects(store toolscache.Indexer, owner types.UID) ([]client.Object, error) {
+	objs, err := store.ByIndex(OwnerIndex, OwnerBucket(string(owner)))
+	if err != nil {
+		return nil, err
+	}
+	items := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		if co, ok := o.(client.Object); ok {
+			items = append(items, co)
+		}
+	}
+	return items, nil
 }
 
 // ownerStore returns the client-go store holding [OwnerIndex] for the prune

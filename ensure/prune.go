@@ -89,15 +89,9 @@ func (e *Ensurer) pruneCandidates(ctx context.Context, gvk schema.GroupVersionKi
 			return nil, fmt.Errorf("ensure: prune: informer of %s: %w", gvk.Kind, err)
 		}
 		if store != nil {
-			objs, err := store.ByIndex(OwnerIndex, OwnerBucket(string(owner)))
+			items, err := bucketObjects(store, owner)
 			if err != nil {
 				return nil, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
-			}
-			items := make([]client.Object, 0, len(objs))
-			for _, o := range objs {
-				if co, ok := o.(client.Object); ok {
-					items = append(items, co)
-				}
 			}
 			return items, nil
 		}

@@ -547,7 +547,7 @@ func (b *Builder[T]) Build() (*Reconciler[T], error) {
 		return nil, fmt.Errorf("reconciler %s: Workflow does not combine with Children or Phases (the workflow declares the children)", b.name)
 	}
 	if b.cache != nil {
-		r.reader = b.cache
+		r.reader, r.informers = b.cache, b.cache
 	}
 	if b.share != nil {
 		if b.machine != nil {

@@ -51,6 +51,10 @@ func (r *Reconciler[T]) listChildren(ctx context.Context, owner client.Object, l
 		})
 	}
 	if r.indexedKinds[kind] {
+		done, err := r.childrenFromStore(ctx, owner, list, kind)
+		if err != nil || done {
+			return err
+		}
 		if err := collect(client.MatchingFields{ensure.OwnerIndex: ensure.OwnerBucket(string(uid))}); err != nil {
 			return err
 		}
@@ -66,6 +70,46 @@ func (r *Reconciler[T]) listChildren(ctx context.Context, owner client.Object, l
 		}
 	}
 	return meta.SetList(list, items)
+}
+
+// childrenFromStore lists into list owner's children of the indexed kind
+// from the owner index in the kind's informer store, as copies carrying
+// their kind, when ensure.IndexOwner put the index there (a cache of every
+// namespace); done is false when it is a field index, read by a List.
+func (r *Reconciler[T]) childrenFromStore(ctx context.Context, owner client.Object, list client.ObjectList, kind schema.GroupVersionKind) (done bool, _ error) {
+	if r.informers == nil {
+		return false, nil
+	}
+	var proto client.Object
+	if _, ok := list.(*unstructured.UnstructuredList); ok {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(kind)
+		proto = u
+	} else {
+		o, err := r.client.Scheme().New(kind)
+		if err != nil {
+			return false, fmt.Errorf("reconciler: list children of %s/%s: %w", owner.GetNamespace(), owner.GetName(), err)
+		}
+		if proto, done = o.(client.Object); !done {
+			return false, fmt.Errorf("reconciler: list children of %s/%s: %s is not an object", owner.GetNamespace(), owner.GetName(), kind)
+		}
+	}
+	objs, ok, err := ensure.OwnerBucketObjects(ctx, r.informers, proto, owner.GetUID())
+	if err != nil {
+		return false, fmt.Errorf("reconciler: list %s children of %s/%s: %w", kind.Kind, owner.GetNamespace(), owner.GetName(), err)
+	}
+	if !ok {
+		return false, nil
+	}
+	var items []runtime.Object
+	for _, o := range objs {
+		if isChildOf(o, owner.GetUID()) {
+			c := o.DeepCopyObject()
+			c.GetObjectKind().SetGroupVersionKind(kind)
+			items = append(items, c)
+		}
+	}
+	return true, meta.SetList(list, items)
 }
 
 // listChildrenAsTyped lists owner's children of the typed list kind gvk

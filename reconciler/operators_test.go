@@ -277,15 +277,20 @@ func TestHistoryChildrenSurviveAndAreListedAndDeleted(t *testing.T) {
 		"indexed":   {reconciler.WithoutPrune()},
 		"unindexed": {reconciler.WithoutPrune(), reconciler.WithoutIndex()},
 	} {
-		t.Run(name, func(t *testing.T) { historyChildren(t, opts) })
+		t.Run(name, func(t *testing.T) { historyChildren(t, opts, nil) })
 	}
+	// A cache of every namespace: the owner index is in the informers'
+	// stores (ensure.IndexOwner), not a field index a List can read.
+	t.Run("indexed/all-namespaces", func(t *testing.T) {
+		historyChildren(t, []reconciler.OwnsOption{reconciler.WithoutPrune()}, func(o *manager.Options) { o.Cache.DefaultNamespaces = nil })
+	})
 }
 
-func historyChildren(t *testing.T, owns []reconciler.OwnsOption) {
+func historyChildren(t *testing.T, owns []reconciler.OwnsOption, edit func(*manager.Options)) {
 	ns := env.Namespace(t)
 	const limit = 2
 	var listed atomic.Int32
-	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+	startManagerWith(t, ns, edit, func(mgr manager.Manager, obs *observability.Observability) error {
 		return reconciler.For(mgr, "gadget-cron", newGadget).
 			Owns(&batchv1.Job{}, owns...).
 			Children(func(_ context.Context, g *Gadget) ([]client.Object, error) {

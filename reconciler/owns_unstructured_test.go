@@ -26,12 +26,22 @@ import (
 // `Index with name field:ensure.opkit.dev/owner-uid-bucket does not exist`;
 // Observed.Children given an UnstructuredList of the kind failed the same
 // way (the status step below lists the children so).
+// On a cache of every namespace the owner index is in the typed informer's
+// store (ensure.IndexOwner), read by prune and Observed.Children without a
+// List.
 func TestOwnsUnstructuredOfKnownKind(t *testing.T) {
+	t.Run("one-namespace", func(t *testing.T) { ownsUnstructuredOfKnownKind(t, nil) })
+	t.Run("all-namespaces", func(t *testing.T) {
+		ownsUnstructuredOfKnownKind(t, func(o *manager.Options) { o.Cache.DefaultNamespaces = nil })
+	})
+}
+
+func ownsUnstructuredOfKnownKind(t *testing.T, edit func(*manager.Options)) {
 	ns := env.Namespace(t)
 	proto := &unstructured.Unstructured{}
 	proto.SetAPIVersion("v1")
 	proto.SetKind("ConfigMap")
-	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+	startManagerWith(t, ns, edit, func(mgr manager.Manager, obs *observability.Observability) error {
 		return reconciler.For(mgr, "gadget", newGadget).
 			Owns(proto).
 			Children(func(_ context.Context, g *Gadget) ([]client.Object, error) {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -101,7 +102,8 @@ type StatusFunc[T client.Object] func(ctx context.Context, obj T, observed Obser
 type Reconciler[T client.Object] struct {
 	name         string
 	client       client.Client
-	reader       client.Reader // the cache, or client without one
+	reader       client.Reader   // the cache, or client without one
+	informers    cache.Informers // the cache's informers; nil without one
 	indexedKinds map[schema.GroupVersionKind]bool
 	newObject    func() T
 	playbook     *ansible.Runner
