@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -36,6 +37,25 @@ func (c *listCounting) List(ctx context.Context, list client.ObjectList, opts ..
 	return nil
 }
 
+// createBucketDecoys creates n ConfigMaps in ns labelled, as this Ensurer
+// labels its children, for other owners whose UIDs fall into the bucket of
+// owner's.
+func createBucketDecoys(ctx context.Context, t *testing.T, ns string, owner types.UID, n int) []client.Object {
+	t.Helper()
+	decoys := make([]client.Object, 0, n)
+	for i := range n {
+		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("decoy-%d", i), Labels: map[string]string{
+			ensure.LabelOwnerUID: ensure.OwnerBucket(string(owner)) + fmt.Sprintf("-decoy-%d", i),
+			ensure.LabelManager:  "webapp-operator",
+		}}}
+		if err := env.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		decoys = append(decoys, d)
+	}
+	return decoys
+}
+
 // An indexed prune (WithOwnerIndex) reads the owner's own children from
 // the cache, not every child of the owner's index bucket: with 30 other
 // owners' ConfigMaps in the bucket, the cache hands prune one item. (It
@@ -47,18 +67,7 @@ func TestIndexedPruneListsOnlyTheOwnersChildren(t *testing.T) {
 	kinds := []client.Object{&corev1.ConfigMap{}}
 	h := newIndexedHarness(t, kinds, ns)
 	owner := newOwner(t, ns, "app")
-	var decoys []client.Object
-	for i := range 30 {
-		// Other owners whose UIDs fall into owner's bucket.
-		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("decoy-%d", i), Labels: map[string]string{
-			ensure.LabelOwnerUID: ensure.OwnerBucket(string(owner.UID)) + fmt.Sprintf("-decoy-%d", i),
-			ensure.LabelManager:  "webapp-operator",
-		}}}
-		if err := env.Client.Create(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		decoys = append(decoys, d)
-	}
+	decoys := createBucketDecoys(ctx, t, ns, owner.UID, 30)
 	counting := &listCounting{Client: h.client}
 	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...), ensure.WithOwnerIndex())
 	if err != nil {
@@ -120,19 +129,7 @@ func TestStoreIndexedPruneReadsTheInformersStore(t *testing.T) {
 		t.Fatalf("the ConfigMap informer's store has indexes %v, want the namespace index and %s only", names, ensure.OwnerIndex)
 	}
 	owner := newOwner(t, ns, "app")
-	var decoys []client.Object
-	for i := range 30 {
-		// Other owners whose UIDs fall into owner's bucket, declared as
-		// this Ensurer declares them.
-		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("decoy-%d", i), Labels: map[string]string{
-			ensure.LabelOwnerUID: ensure.OwnerBucket(string(owner.UID)) + fmt.Sprintf("-decoy-%d", i),
-			ensure.LabelManager:  "webapp-operator",
-		}}}
-		if err := env.Client.Create(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		decoys = append(decoys, d)
-	}
+	decoys := createBucketDecoys(ctx, t, ns, owner.UID, 30)
 	counting := &listCalls{Client: h.client}
 	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
 		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
