@@ -22,11 +22,11 @@ import (
 // checks each candidate's labels in full.
 //
 // Where the index lives depends on the cache [IndexOwner] is given. On a
-// cache whose informers expose their client-go store (cache.New over all
-// namespaces, or one namespace per kind), it is an index of that store
-// (toolscache.Indexer) under this name, one bucket per object, and prune
-// reads it there (with [WithInformers] on the same cache). Otherwise (a
-// multi-namespace cache, a fake client's builder) it is a field index
+// cache whose informers expose their client-go store (cache.New over every
+// namespace: no DefaultNamespaces, no per-kind Namespaces), it is an index of
+// that store (toolscache.Indexer) under this name, one bucket per object, and
+// prune reads it there (with [WithInformers] on the same cache). Otherwise (a
+// cache restricted to namespaces, a fake client's builder) it is a field index
 // (client.FieldIndexer.IndexField) under this name, which a List with
 // client.MatchingFields{OwnerIndex: bucket} reads.
 const OwnerIndex = "ensure.opkit.dev/owner-uid-bucket"
@@ -123,12 +123,22 @@ func ownerBucketOf(obj any) ([]string, error) {
 // keep or change. Other owners' children that share the bucket are among
 // them: check each one's [LabelOwnerUID] or controller ownerReference.
 func OwnerBucketObjects(ctx context.Context, c cache.Informers, kind client.Object, owner types.UID) (objs []client.Object, ok bool, err error) {
-	store, ok, err := storeOf(ctx, c, kind)
-	if err != nil || !ok || store.GetIndexers()[OwnerIndex] == nil {
+	store, err := indexedStoreOf(ctx, c, kind)
+	if err != nil || store == nil {
 		return nil, false, err
 	}
 	objs, err = bucketObjects(store, owner)
 	return objs, err == nil, err
+}
+
+// indexedStoreOf returns the client-go store of kind's informer in c when
+// it holds [OwnerIndex] (see storeOf), else nil.
+func indexedStoreOf(ctx context.Context, c cache.Informers, kind client.Object) (toolscache.Indexer, error) {
+	store, ok, err := storeOf(ctx, c, kind)
+	if err != nil || !ok || store.GetIndexers()[OwnerIndex] == nil {
+		return nil, err
+	}
+	return store, nil
 }
 
 // bucketObjects returns the objects in owner's bucket of store's
@@ -160,12 +170,9 @@ func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, p
 		e.ownerStores.Store(gvk, nil)
 		return nil, nil
 	}
-	s, ok, err := storeOf(ctx, e.informers, proto)
+	s, err := indexedStoreOf(ctx, e.informers, proto)
 	if err != nil {
 		return nil, err
-	}
-	if !ok || s.GetIndexers()[OwnerIndex] == nil {
-		s = nil
 	}
 	e.ownerStores.Store(gvk, s)
 	return s, nil
