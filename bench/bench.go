@@ -70,6 +70,21 @@ type Settings struct {
 	// contender (a stop and a fresh start each; the ceiling's LISTs
 	// likewise); the run with the median throughput is reported. 0 means 1.
 	RestartRuns int `json:"restartRuns,omitempty"`
+	// Rounds is how many times the main pass measures the converge and
+	// delete scenarios of each contender (0 means 1). Their windows at
+	// N = 1,000 are seconds long on a machine whose pace drifts by a
+	// fifth within a run, so one measurement per contender ranks
+	// contenders by when they ran. Round 1 is the pass as it runs anyway;
+	// each further round gives every contender in turn a fresh control
+	// plane on which converge and then delete are measured (delete
+	// removes the WebApps the measured converge made Ready, as its setup
+	// would have), so each round reaches every contender at about the
+	// same point of the run (round r starts with the r-th contender, so
+	// none is always last). Each contender's converge and delete result
+	// is its round with the median throughput (the slower middle one of
+	// an even count), every round's throughput beside it. Further passes
+	// ([Pass]) are measured once.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 // Options configure [Run].
@@ -136,7 +151,7 @@ func Quick() Settings {
 // a pass at 5,000).
 func Default() Settings {
 	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second,
-		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration, RestartRuns: 3}
+		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration, RestartRuns: 3, Rounds: 3}
 }
 
 // Full is the preset of a full run's main pass: Default's settings (1,000
@@ -162,8 +177,9 @@ type Result struct {
 	Seconds    float64 `json:"seconds"`
 	Throughput float64 `json:"throughput"`
 	// RunThroughputs is every run's throughput, in run order, when the
-	// scenario was measured more than once (restart: Settings.RestartRuns)
-	// and this result is the median run's.
+	// scenario was measured more than once (restart: Settings.RestartRuns;
+	// converge and delete: Settings.Rounds) and this result is the median
+	// run's.
 	RunThroughputs []float64 `json:"runThroughputs,omitempty"`
 	Unit           string    `json:"unit"`
 	// Requests counts the contender's API requests ("verb resource") during
@@ -357,6 +373,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Took = time.Since(start)
 		return write(rep, o.Out)
 	}
+	if err := moreRounds(ctx, o, rep); err != nil {
+		return rep, err
+	}
 	if err := finish(); err != nil {
 		return rep, err
 	}
@@ -379,6 +398,57 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// roundScenarios are the scenarios Settings.Rounds repeats, in the order a
+// round runs them.
+var roundScenarios = []string{ScenarioConverge, ScenarioDelete}
+
+// moreRounds runs rounds 2 to Settings.Rounds of the main pass's converge
+// and delete (those of o.Scenarios), every contender in turn on a fresh
+// control plane each (round r from the r-th contender on), and then replaces each contender's results of a
+// repeated scenario by its median round (medianRun).
+func moreRounds(ctx context.Context, o Options, rep *Report) error {
+	scenarios := slices.DeleteFunc(slices.Clone(roundScenarios), func(sc string) bool { return !slices.Contains(o.Scenarios, sc) })
+	if o.Settings.Rounds <= 1 || len(scenarios) == 0 {
+		return nil
+	}
+	for round := 2; round <= o.Settings.Rounds; round++ {
+		logf(o.Log, "== round %d of %d: %s", round, o.Settings.Rounds, strings.Join(scenarios, ", "))
+		// Each round starts one contender further down the list, so no
+		// contender is always the last of a round.
+		k := (round - 1) % len(o.Contenders)
+		for _, name := range append(slices.Clone(o.Contenders[k:]), o.Contenders[:k]...) {
+			if err := runOn(ctx, o, rep, name, scenarios); err != nil {
+				return err
+			}
+		}
+	}
+	rep.Results = medianRounds(rep.Results)
+	return nil
+}
+
+// medianRounds replaces every group of results of one scenario, contender
+// and size by its median run (medianRun), at the group's first position.
+func medianRounds(results []*Result) []*Result {
+	type key struct {
+		scenario, contender string
+		size                int
+	}
+	groups := map[key][]*Result{}
+	var order []key
+	for _, r := range results {
+		k := key{r.Scenario, r.Contender, r.Size}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]*Result, 0, len(order))
+	for _, k := range order {
+		out = append(out, medianRun(groups[k]))
+	}
+	return out
 }
 
 func logf(w io.Writer, format string, args ...any) {

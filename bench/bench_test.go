@@ -29,7 +29,7 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 	s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration = 10, 5, 10, time.Second
 	s.Quiet = 500 * time.Millisecond
 	s.ShardObjects, s.ShardLeaseDuration = 12, 2*time.Second
-	s.RestartRuns = 2
+	s.RestartRuns, s.Rounds = 2, 2
 	out := t.TempDir()
 	var log strings.Builder
 	profiles := filepath.Join(out, "profiles")
@@ -58,6 +58,13 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 		}
 		if r.Scenario == bench.ScenarioRestart && (len(r.RunThroughputs) != 2 || r.Throughput != min(r.RunThroughputs[0], r.RunThroughputs[1])) {
 			t.Errorf("restart/%s: throughput %v, runs %v: want the slower of 2 runs", r.Contender, r.Throughput, r.RunThroughputs)
+		}
+		// Converge and delete at the main N: two rounds, the slower
+		// reported; the pass at 15 measures once.
+		if rounds := r.Scenario == bench.ScenarioConverge || r.Scenario == bench.ScenarioDelete; rounds && r.Size == s.N &&
+			(len(r.RunThroughputs) != 2 || r.Throughput != min(r.RunThroughputs[0], r.RunThroughputs[1])) ||
+			rounds && r.Size != s.N && r.RunThroughputs != nil {
+			t.Errorf("%s/%s at %d: throughput %v, rounds %v: want the slower of 2 rounds at N = %d, one run otherwise", r.Scenario, r.Contender, r.Size, r.Throughput, r.RunThroughputs, s.N)
 		}
 		if r.DryRuns > 0 && r.Contender != bench.Flux {
 			t.Errorf("%s/%s: %d dry-run requests", r.Scenario, r.Contender, r.DryRuns)

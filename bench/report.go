@@ -128,6 +128,8 @@ func cpuMs(r *Result) float64 { return 1000 * r.CPU() }
 func headline() []metric {
 	return []metric{
 		{ScenarioConverge, "CR/s (create → Ready)", throughput, true, num},
+		{ScenarioConverge, "CR/s, slowest round", runExtreme(slices.Min[[]float64]), true, num},
+		{ScenarioConverge, "CR/s, fastest round", runExtreme(slices.Max[[]float64]), true, num},
 		{ScenarioConverge, "writes per CR", perObj(writes), false, num},
 		{ScenarioConverge, "dry-run requests per CR", perObj(dryRuns), false, num},
 		{ScenarioConverge, "reconciles per CR (goal ≤ 2)", perObj(reconciles), false, num},
@@ -152,6 +154,8 @@ func headline() []metric {
 		{ScenarioChurn, "reconciles per change", perObj(reconciles), false, num},
 		{ScenarioChurn, "operator CPU ms per change", perObj(cpuMs), false, num},
 		{ScenarioDelete, "CR/s (delete → gone)", throughput, true, num},
+		{ScenarioDelete, "CR/s, slowest round", runExtreme(slices.Min[[]float64]), true, num},
+		{ScenarioDelete, "CR/s, fastest round", runExtreme(slices.Max[[]float64]), true, num},
 		{ScenarioDelete, "writes per CR (goal 1)", perObj(writes), false, num},
 		{ScenarioDelete, "reconciles per CR", perObj(reconciles), false, num},
 		{ScenarioDelete, "failed requests", failedReqs, false, num},
@@ -402,16 +406,23 @@ func restartRunsText(runs int) string {
 	return fmt.Sprintf(" Each contender (the ceiling too) is measured %d times, a stop and a fresh start each: every figure is the run with the median throughput's, the slowest and fastest runs' throughput beside it.", runs)
 }
 
+func roundsText(rounds, n int) string {
+	if rounds <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" At N = %d each contender (the ceiling too) is measured in %d rounds: round 1 as every scenario runs, then each round gives every contender in turn (round r from the r-th contender on) a fresh control plane on which converge and then delete are measured; every figure is the round with the median throughput's, the slowest and fastest rounds' throughput beside it.", n, rounds)
+}
+
 func scenarioText(sc string, s Settings) string {
 	switch sc {
 	case ScenarioConverge:
-		return fmt.Sprintf("The load generator creates %d WebApps; the window runs from the first create to the last WebApp Ready for generation 1. Writes, reconciles and failures are counted until the contender is quiet.", s.N)
+		return fmt.Sprintf("The load generator creates %d WebApps; the window runs from the first create to the last WebApp Ready for generation 1. Writes, reconciles and failures are counted until the contender is quiet.%s", s.N, roundsText(s.Rounds, s.N))
 	case ScenarioRestart:
 		return fmt.Sprintf("%d WebApps are converged by the contender itself (setup), the contender is stopped and a new manager started: its requests are counted from its start (the informers' initial LIST and WATCH included) until its reconciles stop. The window ends at its last reconcile. The heap figure is the live heap (after runtime.GC) the new manager added, scaled to 1,000 WebApps with their ConfigMap, Deployment and Service; harness informers are stopped during it. The ceiling is one LIST per kind from the watch cache — what any restart costs.%s", s.N, restartRunsText(s.RestartRuns))
 	case ScenarioChurn:
 		return fmt.Sprintf("%d WebApps are converged (setup); then one WebApp's spec.config changes every %s, round robin, for %s. Latency is from sending the change to the WebApp showing Ready for the new generation.", s.ChurnObjects, time.Duration(float64(time.Second)/s.ChurnRate), s.ChurnDuration)
 	case ScenarioDelete:
-		return fmt.Sprintf("%d WebApps, each with the finalizer, are converged (setup) and then deleted by the load generator; the window runs from the first delete to the last WebApp gone. No garbage collector runs, so children stay: only the contenders' own work is timed.", s.N)
+		return fmt.Sprintf("%d WebApps, each with the finalizer, are converged (setup) and then deleted by the load generator; the window runs from the first delete to the last WebApp gone. No garbage collector runs, so children stay: only the contenders' own work is timed.%s", s.N, roundsText(s.Rounds, s.N))
 	}
 	return ""
 }

@@ -78,3 +78,41 @@ func TestMedianRun(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianRounds: the rounds of one scenario, contender and size become
+// their median round, at the place of the group's first result; other
+// results keep their order and carry no rounds.
+func TestMedianRounds(t *testing.T) {
+	res := func(sc, who string, size int, tp float64) *Result {
+		return &Result{Scenario: sc, Contender: who, Size: size, Throughput: tp}
+	}
+	in := []*Result{
+		res(ScenarioConverge, Ceiling, 1000, 50), res(ScenarioConverge, Opkit, 1000, 40), res(ScenarioRestart, Opkit, 1000, 2500),
+		res(ScenarioDelete, Opkit, 1000, 170),
+		res(ScenarioConverge, Ceiling, 1000, 60), res(ScenarioConverge, Opkit, 1000, 55), res(ScenarioDelete, Opkit, 1000, 180),
+		res(ScenarioConverge, Ceiling, 1000, 45), res(ScenarioConverge, Opkit, 1000, 58), res(ScenarioDelete, Opkit, 1000, 150),
+		res(ScenarioConverge, Opkit, 5000, 80),
+	}
+	got := medianRounds(in)
+	want := []struct {
+		sc, who string
+		size    int
+		tp      float64
+		rounds  []float64
+	}{
+		{ScenarioConverge, Ceiling, 1000, 50, []float64{50, 60, 45}},
+		{ScenarioConverge, Opkit, 1000, 55, []float64{40, 55, 58}},
+		{ScenarioRestart, Opkit, 1000, 2500, nil},
+		{ScenarioDelete, Opkit, 1000, 170, []float64{170, 180, 150}},
+		{ScenarioConverge, Opkit, 5000, 80, nil},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("medianRounds: %d results, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Scenario != w.sc || g.Contender != w.who || g.Size != w.size || g.Throughput != w.tp || !slices.Equal(g.RunThroughputs, w.rounds) {
+			t.Errorf("result %d: %s/%s/%d %v rounds %v, want %s/%s/%d %v rounds %v", i, g.Scenario, g.Contender, g.Size, g.Throughput, g.RunThroughputs, w.sc, w.who, w.size, w.tp, w.rounds)
+		}
+	}
+}

@@ -52,6 +52,7 @@ func run() error {
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
 	workers := flag.Int("workers", 0, "override reconcile workers")
 	restarts := flag.Int("restarts", 0, "override how many times the restart scenario measures each contender (the median run is reported; default 3, 1 with --quick)")
+	rounds := flag.Int("rounds", 0, "override how many rounds the main pass measures converge and delete in, every contender in turn each round (the median round is reported; default 3, 1 with --quick)")
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
 	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>-<N>.pprof) into this directory (allocations are then sampled every 4 KiB, not 512 KiB)")
@@ -78,6 +79,9 @@ func run() error {
 	}
 	if *workers > 0 {
 		s.Workers = *workers
+	}
+	if *rounds > 0 {
+		s.Rounds = *rounds
 	}
 	if *restarts > 0 {
 		s.RestartRuns = *restarts
