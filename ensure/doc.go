@@ -55,7 +55,10 @@
 //     [WithOwnerIndex], they are looked up in an index instead of a scan of
 //     every cached object of the kind — read straight from the informer's
 //     store, without a List, on a cache of every namespace given by
-//     [WithInformers] (the reconciler package does this).
+//     [WithInformers] (the reconciler package does this). There a read that
+//     finds more than 64 objects in the owner's bucket adds
+//     [OwnerFineIndex], 16 times as many buckets, so the objects a prune
+//     reads stay few as the cache grows.
 //   - Read-your-writes. An Ensurer remembers objects it just created until
 //     its cache sees them, so a stale cache neither re-creates nor errors; a
 //     create answered AlreadyExists is read once past the cache and treated

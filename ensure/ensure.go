@@ -157,7 +157,7 @@ type Ensurer struct {
 	informers      cache.Informers
 	watched        map[schema.GroupVersionKind]bool // kinds with a record-dropping handler
 	scopes         sync.Map                         // schema.GroupVersionKind → namespaced (bool)
-	ownerStores    sync.Map                         // schema.GroupVersionKind → toolscache.Indexer holding OwnerIndex, or nil
+	ownerStores    sync.Map                         // schema.GroupVersionKind → *ownerStore, or nil
 	pruneKinds     map[schema.GroupVersionKind]client.Object
 
 	mu     sync.Mutex

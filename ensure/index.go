@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +21,13 @@ import (
 // (so children another tool made are found too); other objects are not
 // indexed. A bucket holds the children of about 1/256 of the owners; prune
 // checks each candidate's labels in full.
+//
+// A bucket grows with the kind's cached objects (about 78 at 20,000), and
+// prune reads one per pruned kind on every Ensure. So, on the store path
+// below, the first read of a bucket holding more than 64 objects (a kind
+// with about 16,000 indexed objects or more, spread evenly) adds
+// [OwnerFineIndex] to the same store, and from then on prune and
+// [OwnerBucketObjects] read that one. A smaller cache never pays for it.
 //
 // Where the index lives depends on the cache [IndexOwner] is given. On a
 // cache whose informers expose their client-go store (cache.New over every
@@ -39,11 +47,38 @@ const OwnerIndex = "ensure.opkit.dev/owner-uid-bucket"
 const ownerBucketLen = 2
 
 // OwnerBucket is the [OwnerIndex] value of children of the owner with uid.
-func OwnerBucket(uid string) string {
-	if len(uid) > ownerBucketLen {
-		return uid[:ownerBucketLen]
+func OwnerBucket(uid string) string { return prefix(uid, ownerBucketLen) }
+
+// OwnerFineIndex is the name of the second owner index, with 4,096 buckets
+// (the first three characters of the owner UID, [OwnerFineBucket]), that
+// prune adds to an informer's store holding [OwnerIndex] when it reads a
+// bucket of more than 64 objects: the same objects, each under its owner's
+// fine bucket, so a read returns about a sixteenth as many other owners'
+// children to check. client-go's AddIndexers indexes what the store holds
+// then, under the store's lock, and the store keeps it current from then on
+// as it does OwnerIndex. It costs a slot per object in one of at most 4,096
+// sets per kind (about 0.8 MiB per kind at most), which is why it is not
+// there from the start: for a cache of 1,000 owners it would be about as
+// many sets as owners.
+const OwnerFineIndex = "ensure.opkit.dev/owner-uid-fine-bucket"
+
+// ownerFineBucketLen is how many leading characters of an owner UID name
+// its [OwnerFineIndex] bucket: 4,096 buckets of hexadecimal UIDs.
+const ownerFineBucketLen = 3
+
+// refineAfter is the size of an [OwnerIndex] bucket past which a read adds
+// [OwnerFineIndex] to the store.
+const refineAfter = 64
+
+// OwnerFineBucket is the [OwnerFineIndex] value of children of the owner
+// with uid.
+func OwnerFineBucket(uid string) string { return prefix(uid, ownerFineBucketLen) }
+
+func prefix(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
 	}
-	return uid
+	return s
 }
 
 // IndexOwner registers [OwnerIndex] for each kind on indexer — the cache the
@@ -116,35 +151,67 @@ func ownerBucketOf(obj any) ([]string, error) {
 }
 
 // OwnerBucketObjects returns the objects in owner's bucket of [OwnerIndex]
-// read from the store of kind's informer in c, when [IndexOwner] put the
-// index there; ok is false, with no error, when it did not (a field index:
-// List with client.MatchingFields{OwnerIndex: OwnerBucket(owner)} instead).
-// The objects are the cache's own, not copies: read them, and copy what you
-// keep or change. Other owners' children that share the bucket are among
-// them: check each one's [LabelOwnerUID] or controller ownerReference.
+// (of [OwnerFineIndex] when the store has it; a read of a bucket of more than
+// 64 objects adds it, as prune's does) read from the store of kind's
+// informer in c, when [IndexOwner] put the index there; ok is false, with no
+// error, when it did not (a field index: List with
+// client.MatchingFields{OwnerIndex: OwnerBucket(owner)} instead). The
+// objects are the cache's own, not copies: read them, and copy what you keep
+// or change. Other owners' children that share the bucket are among them:
+// check each one's [LabelOwnerUID] or controller ownerReference.
 func OwnerBucketObjects(ctx context.Context, c cache.Informers, kind client.Object, owner types.UID) (objs []client.Object, ok bool, err error) {
 	store, err := indexedStoreOf(ctx, c, kind)
 	if err != nil || store == nil {
 		return nil, false, err
 	}
-	objs, err = bucketObjects(store, owner)
+	objs, err = store.bucketObjects(owner)
 	return objs, err == nil, err
+}
+
+// ownerStore is an informer's client-go store holding [OwnerIndex]; fine
+// records that it holds [OwnerFineIndex] too.
+type ownerStore struct {
+	toolscache.Indexer
+	fine atomic.Bool
 }
 
 // indexedStoreOf returns the client-go store of kind's informer in c when
 // it holds [OwnerIndex] (see storeOf), else nil.
-func indexedStoreOf(ctx context.Context, c cache.Informers, kind client.Object) (toolscache.Indexer, error) {
+func indexedStoreOf(ctx context.Context, c cache.Informers, kind client.Object) (*ownerStore, error) {
 	store, ok, err := storeOf(ctx, c, kind)
-	if err != nil || !ok || store.GetIndexers()[OwnerIndex] == nil {
+	if err != nil || !ok {
 		return nil, err
 	}
-	return store, nil
+	indexers := store.GetIndexers()
+	if indexers[OwnerIndex] == nil {
+		return nil, nil
+	}
+	s := &ownerStore{Indexer: store}
+	s.fine.Store(indexers[OwnerFineIndex] != nil)
+	return s, nil
 }
 
-// bucketObjects returns the objects in owner's bucket of store's
-// [OwnerIndex].
-func bucketObjects(store toolscache.Indexer, owner types.UID) ([]client.Object, error) {
-	objs, err := store.ByIndex(OwnerIndex, OwnerBucket(string(owner)))
+// bucket returns the objects in owner's bucket: of [OwnerFineIndex] once the
+// store holds it, else of [OwnerIndex], adding [OwnerFineIndex] when that
+// bucket holds more than refineAfter objects.
+func (s *ownerStore) bucket(owner types.UID) ([]any, error) {
+	if s.fine.Load() {
+		return s.ByIndex(OwnerFineIndex, OwnerFineBucket(string(owner)))
+	}
+	objs, err := s.ByIndex(OwnerIndex, OwnerBucket(string(owner)))
+	if err == nil && len(objs) > refineAfter {
+		// Another Ensurer on the same store may have added it first:
+		// client-go then reports an "indexer conflict", and it is there.
+		if aerr := s.AddIndexers(toolscache.Indexers{OwnerFineIndex: ownerFineBucketOf}); aerr == nil || s.GetIndexers()[OwnerFineIndex] != nil {
+			s.fine.Store(true)
+		}
+	}
+	return objs, err
+}
+
+// bucketObjects returns the objects in owner's bucket (see bucket).
+func (s *ownerStore) bucketObjects(owner types.UID) ([]client.Object, error) {
+	objs, err := s.bucket(owner)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +228,9 @@ func bucketObjects(store toolscache.Indexer, owner types.UID) ([]client.Object, 
 // kind gvk (its prototype proto), or nil when prune must List instead: no
 // [WithInformers], an informer without an exposed store, or a store
 // [IndexOwner] did not index. The answer is kept per kind.
-func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, proto client.Object) (toolscache.Indexer, error) {
+func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, proto client.Object) (*ownerStore, error) {
 	if v, ok := e.ownerStores.Load(gvk); ok {
-		s, _ := v.(toolscache.Indexer)
+		s, _ := v.(*ownerStore)
 		return s, nil
 	}
 	if e.informers == nil {
@@ -178,12 +245,26 @@ func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, p
 	return s, nil
 }
 
-func ownerUIDOf(obj client.Object) []string {
+// ownerFineBucketOf is the store index function of [OwnerFineIndex], as
+// ownerBucketOf is of [OwnerIndex].
+func ownerFineBucketOf(obj any) ([]string, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return nil, nil
+	}
+	return ownerUIDPrefix(o, ownerFineBucketLen), nil
+}
+
+func ownerUIDOf(obj client.Object) []string { return ownerUIDPrefix(obj, ownerBucketLen) }
+
+// ownerUIDPrefix is the first n characters of the UID of obj's owner: its
+// [LabelOwnerUID], else its controller ownerReference's; nil for neither.
+func ownerUIDPrefix(obj client.Object, n int) []string {
 	if uid := obj.GetLabels()[LabelOwnerUID]; uid != "" {
-		return []string{OwnerBucket(uid)}
+		return []string{prefix(uid, n)}
 	}
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-		return []string{OwnerBucket(string(ref.UID))}
+		return []string{prefix(string(ref.UID), n)}
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (e *Ensurer) pruneCandidates(ctx context.Context, gvk schema.GroupVersionKi
 			return nil, fmt.Errorf("ensure: prune: informer of %s: %w", gvk.Kind, err)
 		}
 		if store != nil {
-			items, err := bucketObjects(store, owner)
+			items, err := store.bucketObjects(owner)
 			if err != nil {
 				return nil, fmt.Errorf("ensure: prune: %s: %w", gvk.Kind, err)
 			}

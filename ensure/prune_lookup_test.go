@@ -3,12 +3,15 @@ package ensure_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,10 +45,18 @@ func (c *listCounting) List(ctx context.Context, list client.ObjectList, opts ..
 // owner's.
 func createBucketDecoys(ctx context.Context, t *testing.T, ns string, owner types.UID, n int) []client.Object {
 	t.Helper()
+	return createDecoys(ctx, t, ns, ensure.OwnerBucket(string(owner)), "decoy", n)
+}
+
+// createDecoys creates n ConfigMaps in ns named name-0 on, labelled, as
+// this Ensurer labels its children, for other owners whose UIDs start with
+// uidPrefix.
+func createDecoys(ctx context.Context, t *testing.T, ns, uidPrefix, name string, n int) []client.Object {
+	t.Helper()
 	decoys := make([]client.Object, 0, n)
 	for i := range n {
-		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("decoy-%d", i), Labels: map[string]string{
-			ensure.LabelOwnerUID: ensure.OwnerBucket(string(owner)) + fmt.Sprintf("-decoy-%d", i),
+		d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: map[string]string{
+			ensure.LabelOwnerUID: uidPrefix + fmt.Sprintf("-%s-%d", name, i),
 			ensure.LabelManager:  "webapp-operator",
 		}}}
 		if err := env.Client.Create(ctx, d); err != nil {
@@ -165,6 +176,93 @@ func TestStoreIndexedPruneReadsTheInformersStore(t *testing.T) {
 	_, err = noInformers.Ensure(ctx, owner, cm, svc)
 	if err == nil || !strings.Contains(err.Error(), "WithInformers") {
 		t.Fatalf("prune of a kind indexed in the store without WithInformers: got %v, want an error naming WithInformers", err)
+	}
+}
+
+// Past a bucket of 64 objects, the store path adds OwnerFineIndex to the
+// informer's store and reads it from then on: an owner's fine bucket holds
+// the other owners whose UIDs share three leading characters, not two, and
+// prune through it still deletes what the owner dropped and nothing of
+// theirs.
+func TestStoreOwnerIndexRefinesPastABucketOf64(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	kinds := []client.Object{&corev1.ConfigMap{}}
+	h := newIndexedHarness(t, kinds)
+	inf, err := h.cache.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := inf.(interface{ GetIndexer() toolscache.Indexer }).GetIndexer()
+	owner := newOwner(t, ns, "app")
+	uid := string(owner.UID)
+	fineMates := createDecoys(ctx, t, ns, ensure.OwnerFineBucket(uid), "fine", 40)
+	coarseMates := createDecoys(ctx, t, ns, ensure.OwnerBucket(uid), "coarse", 40) // "-" is no hex digit: another fine bucket
+	counting := &listCalls{Client: h.client}
+	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
+		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, cm := children("nginx:1.27")
+	prune := func(drop string) {
+		t.Helper()
+		extra := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: drop}, Data: map[string]string{"k": "v"}}
+		if _, err := e.Ensure(ctx, owner, cm, extra); err != nil {
+			t.Fatal(err)
+		}
+		h.waitCached(t, append(append(slices.Clone(fineMates), coarseMates...), inNS(ns, cm, extra)...)...)
+		cs, err := e.Ensure(ctx, owner, cm) // extra is no longer declared
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantActions(t, cs, ensure.Unchanged, ensure.Deleted)
+		if cs[1].Name != drop {
+			t.Fatalf("pruned %v, want ConfigMap %s", cs[1], drop)
+		}
+		for _, d := range append(slices.Clone(fineMates), coarseMates...) {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), &corev1.ConfigMap{}); err != nil {
+				t.Fatalf("decoy %s: %v", d.GetName(), err)
+			}
+		}
+		eventually(t, 30*time.Second, "the cache lost "+drop, func() (bool, error) {
+			err := h.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: drop}, &corev1.ConfigMap{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}
+	// The first Ensure's prune read the owner's bucket of 81 and more
+	// (the other namespaces' tests may add to it): OwnerFineIndex is added.
+	prune("extra")
+	if store.GetIndexers()[ensure.OwnerFineIndex] == nil {
+		t.Fatalf("after a prune read a bucket of more than 64 objects, the store has no %s", ensure.OwnerFineIndex)
+	}
+	objs, ok, err := ensure.OwnerBucketObjects(ctx, h.cache, &corev1.ConfigMap{}, owner.UID)
+	if err != nil || !ok {
+		t.Fatalf("OwnerBucketObjects: ok %v, %v", ok, err)
+	}
+	got := map[string]bool{}
+	for _, o := range objs {
+		if o.GetNamespace() == ns {
+			got[o.GetName()] = true
+		}
+	}
+	for _, d := range fineMates {
+		if !got[d.GetName()] {
+			t.Errorf("the fine bucket lacks %s, whose owner UID shares three characters", d.GetName())
+		}
+	}
+	for _, d := range coarseMates {
+		if got[d.GetName()] {
+			t.Errorf("the fine bucket holds %s, whose owner UID shares only two characters", d.GetName())
+		}
+	}
+	if !got[cm.Name] || len(got) != len(fineMates)+1 {
+		t.Errorf("the fine bucket holds %d objects of the namespace, want the %d fine mates and %s", len(got), len(fineMates), cm.Name)
+	}
+	// The next prune reads the fine bucket.
+	prune("extra-2")
+	if n := counting.calls.Load(); n != 0 {
+		t.Fatalf("prune made %d List calls, want none (the store's indexes are read directly)", n)
 	}
 }
 
