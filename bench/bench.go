@@ -146,9 +146,10 @@ func Quick() Settings {
 		ShardObjects: 100, ShardLeaseDuration: 2 * time.Second}
 }
 
-// Default is the preset of a default run (14 minutes on 2 cores on
-// 2026-12-03, every contender, restart measured three times; 32 minutes with
-// a pass at 5,000).
+// Default is the preset of a default run: every contender, restart
+// measured three times, converge and delete in three rounds (on 2 cores on
+// 2026-12-03: converge, restart and delete alone took 14 minutes 39 seconds;
+// churn and sharding add about 5 minutes, a pass at 5,000 about 18).
 func Default() Settings {
 	return Settings{Workers: 4, QPS: 500, Burst: 1000, LoadWorkers: 8, N: 1000, ChurnObjects: 200, ChurnRate: 20, ChurnDuration: 20 * time.Second, Quiet: 2 * time.Second,
 		ShardObjects: 1000, ShardLeaseDuration: sharding.DefaultLeaseDuration, RestartRuns: 3, Rounds: 3}
