@@ -142,12 +142,17 @@ func storeOf(ctx context.Context, c any, kind client.Object) (_ toolscache.Index
 // ownerBucketOf is the store index function of [OwnerIndex]: the bucket is
 // a prefix of the label's (or the ownerReference's) UID string, sharing its
 // bytes, so indexing allocates only the one-element slice.
-func ownerBucketOf(obj any) ([]string, error) {
-	o, ok := obj.(client.Object)
-	if !ok {
-		return nil, nil
+func ownerBucketOf(obj any) ([]string, error) { return ownerPrefixOf(obj, ownerBucketLen), nil }
+
+// ownerFineBucketOf is the store index function of [OwnerFineIndex], as
+// ownerBucketOf is of [OwnerIndex].
+func ownerFineBucketOf(obj any) ([]string, error) { return ownerPrefixOf(obj, ownerFineBucketLen), nil }
+
+func ownerPrefixOf(obj any, n int) []string {
+	if o, ok := obj.(client.Object); ok {
+		return ownerUIDPrefix(o, n)
 	}
-	return ownerUIDOf(o), nil
+	return nil
 }
 
 // OwnerBucketObjects returns the objects in owner's bucket of [OwnerIndex]
@@ -243,16 +248,6 @@ func (e *Ensurer) ownerStore(ctx context.Context, gvk schema.GroupVersionKind, p
 	}
 	e.ownerStores.Store(gvk, s)
 	return s, nil
-}
-
-// ownerFineBucketOf is the store index function of [OwnerFineIndex], as
-// ownerBucketOf is of [OwnerIndex].
-func ownerFineBucketOf(obj any) ([]string, error) {
-	o, ok := obj.(client.Object)
-	if !ok {
-		return nil, nil
-	}
-	return ownerUIDPrefix(o, ownerFineBucketLen), nil
 }
 
 func ownerUIDOf(obj client.Object) []string { return ownerUIDPrefix(obj, ownerBucketLen) }
