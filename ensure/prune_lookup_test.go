@@ -141,12 +141,7 @@ func TestStoreIndexedPruneReadsTheInformersStore(t *testing.T) {
 	}
 	owner := newOwner(t, ns, "app")
 	decoys := createBucketDecoys(ctx, t, ns, owner.UID, 30)
-	counting := &listCalls{Client: h.client}
-	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
-		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, counting := storeIndexedEnsurer(t, h, kinds)
 	_, svc, cm := children("nginx:1.27")
 	extra := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extra"}, Data: map[string]string{"k": "v"}}
 	if _, err := e.Ensure(ctx, owner, cm, extra, svc); err != nil {
@@ -179,6 +174,19 @@ func TestStoreIndexedPruneReadsTheInformersStore(t *testing.T) {
 	}
 }
 
+// storeIndexedEnsurer is an Ensurer pruning kinds through the owner index
+// in h's informers' stores, on a client that counts List calls.
+func storeIndexedEnsurer(t *testing.T, h *harness, kinds []client.Object) (*ensure.Ensurer, *listCalls) {
+	t.Helper()
+	counting := &listCalls{Client: h.client}
+	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
+		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, counting
+}
+
 // Past a bucket of 64 objects, the store path adds OwnerFineIndex to the
 // informer's store and reads it from then on: an owner's fine bucket holds
 // the other owners whose UIDs share three leading characters, not two, and
@@ -198,12 +206,7 @@ func TestStoreOwnerIndexRefinesPastABucketOf64(t *testing.T) {
 	uid := string(owner.UID)
 	fineMates := createDecoys(ctx, t, ns, ensure.OwnerFineBucket(uid), "fine", 40)
 	coarseMates := createDecoys(ctx, t, ns, ensure.OwnerBucket(uid), "coarse", 40) // "-" is no hex digit: another fine bucket
-	counting := &listCalls{Client: h.client}
-	e, err := ensure.New(counting, "webapp-operator", ensure.WithAPIReader(h.direct), ensure.WithPrune(kinds...),
-		ensure.WithOwnerIndex(), ensure.WithInformers(h.cache))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, counting := storeIndexedEnsurer(t, h, kinds)
 	_, _, cm := children("nginx:1.27")
 	prune := func(drop string) {
 		t.Helper()
