@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -892,6 +894,102 @@ func TestClusterScopedOwnerIsReconciledUnderItsOwnKey(t *testing.T) {
 	for key := range keys {
 		if key != (types.NamespacedName{Name: ns}) {
 			t.Errorf("the cluster-scoped owner was reconciled under key %q; want only %q (all keys: %v)", key, ns, keys)
+		}
+	}
+}
+
+// TestOwnerBucketPastSixtyFourIsRefinedOnTheReconcilerPath: ensure's owner
+// index refines itself (ensure.OwnerFineIndex) once a read finds more than
+// 64 objects in an owner's bucket; through the builder, with a cache of every
+// namespace (the index in the informers' stores), prune and
+// Observed.Children keep to the owner's own children while 80 other owners'
+// ConfigMaps, labelled as this controller labels its children, share the
+// owner's bucket — 40 of them its fine bucket too — and the informer's store
+// holds the fine index after the first prune.
+func TestOwnerBucketPastSixtyFourIsRefinedOnTheReconcilerPath(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	var listed atomic.Value // []string: the ConfigMaps Observed.Children returned last
+	var informers cache.Informers
+	startManagerWith(t, ns, func(o *manager.Options) { o.Cache.DefaultNamespaces = nil }, func(mgr manager.Manager, obs *observability.Observability) error {
+		informers = mgr.GetCache()
+		return reconciler.For(mgr, "gadget-fine", newGadget).
+			Owns(&corev1.ConfigMap{}).
+			Children(func(_ context.Context, g *Gadget) ([]client.Object, error) {
+				cm := func(name string) client.Object {
+					return &corev1.ConfigMap{
+						TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+						ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: name},
+						Data:       map[string]string{"value": g.Spec.Value},
+					}
+				}
+				return []client.Object{cm(g.Name + "-keep"), cm(g.Name + "-" + g.Spec.Value)}, nil
+			}).
+			Status(func(ctx context.Context, g *Gadget, o reconciler.Observed) error {
+				var cms corev1.ConfigMapList
+				if err := o.Children(ctx, &cms); err != nil {
+					return err
+				}
+				listed.Store(cmNames(cms))
+				return markReady(ctx, g, o)
+			}).
+			Observability(obs).
+			Complete()
+	})
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: GadgetSpec{Value: "a"}})
+	waitReady(t, g)
+	var child corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-keep"}, &child); err != nil {
+		t.Fatal(err)
+	}
+	uid := string(g.UID)
+	if child.Labels[ensure.LabelOwnerUID] != uid {
+		t.Fatalf("child labels %v, want %s=%s", child.Labels, ensure.LabelOwnerUID, uid)
+	}
+	// Other owners' children: 40 whose owner UIDs share the owner's fine
+	// bucket (three characters) and 40 that share only its bucket ("-" is no
+	// hex digit, so another fine bucket).
+	var decoys []string
+	for _, mates := range []struct{ prefix, name string }{{ensure.OwnerFineBucket(uid), "fine"}, {ensure.OwnerBucket(uid), "coarse"}} {
+		for i := range 40 {
+			name := fmt.Sprintf("%s-%d", mates.name, i)
+			d := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+				ensure.LabelOwnerUID: fmt.Sprintf("%s-%s", mates.prefix, name),
+				ensure.LabelManager:  child.Labels[ensure.LabelManager],
+			}}}
+			if err := env.Client.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			decoys = append(decoys, name)
+		}
+	}
+	inf, err := informers.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := inf.(interface{ GetIndexer() toolscache.Indexer }).GetIndexer()
+	waitFor(t, 30*time.Second, "the decoys in the cache", func() (bool, error) {
+		_, ok, err := store.GetByKey(ns + "/" + decoys[len(decoys)-1])
+		return ok, err
+	})
+	for _, value := range []string{"b", "c"} {
+		prev := "app-" + g.Spec.Value
+		mutateGadget(t, g, func(g *Gadget) { g.Spec.Value = value })
+		waitReady(t, g)
+		want := []string{"app-" + value, "app-keep"}
+		waitFor(t, 30*time.Second, fmt.Sprintf("%s pruned, Observed.Children %v", prev, want), func() (bool, error) {
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: prev}, &corev1.ConfigMap{})
+			got, _ := listed.Load().([]string)
+			got = slices.Sorted(slices.Values(got))
+			return apierrors.IsNotFound(err) && slices.Equal(got, want), client.IgnoreNotFound(err)
+		})
+		if store.GetIndexers()[ensure.OwnerFineIndex] == nil {
+			t.Fatalf("after reads of a bucket of more than 64 objects, the store has no %s", ensure.OwnerFineIndex)
+		}
+		for _, name := range decoys {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{}); err != nil {
+				t.Fatalf("another owner's ConfigMap %s: %v", name, err)
+			}
 		}
 	}
 }
