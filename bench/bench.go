@@ -82,8 +82,8 @@ type Settings struct {
 	// same point of the run (round r starts with the r-th contender, so
 	// none is always last). Each contender's converge and delete result
 	// is its round with the median throughput (the slower middle one of
-	// an even count), every round's throughput beside it. Further passes
-	// ([Pass]) are measured once.
+	// an even count), every round's throughput beside it. A further pass
+	// ([Pass]) measures them once unless its Rounds says otherwise.
 	Rounds int `json:"rounds,omitempty"`
 }
 
@@ -132,12 +132,20 @@ type Pass struct {
 	// Contenders run in the pass (nil: all of the run's contenders); a
 	// contender the run does not select is skipped.
 	Contenders []string `json:"contenders,omitempty"`
+	// Rounds is how many rounds the pass measures converge and delete in,
+	// as Settings.Rounds does for the main pass (0 or 1: once): after the
+	// pass's contenders ran their scenarios, each further round gives every
+	// one of them in turn a fresh control plane for a measured converge and
+	// delete of N WebApps, and each reports its median round.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 // FullPasses are the passes of a full run after its main N = 1,000 pass:
-// every contender at 5,000 WebApps, then opkit alone at 20,000.
+// every contender at 5,000 WebApps, converge and delete in 3 rounds (a
+// single measurement at 5,000 has ranked the same two contenders both ways
+// in two runs of the same code), then opkit alone at 20,000, measured once.
 func FullPasses() []Pass {
-	return []Pass{{N: 5000}, {N: 20000, Contenders: []string{Opkit}}}
+	return []Pass{{N: 5000, Rounds: 3}, {N: 20000, Contenders: []string{Opkit}}}
 }
 
 // Quick is the preset of a quick run (CI smoke, under 3 minutes).
@@ -265,6 +273,8 @@ type Report struct {
 	Results  []*Result     `json:"results"`
 	// Sizes are the passes' WebApp counts, the main pass's first.
 	Sizes []int `json:"sizes"`
+	// Passes are the further passes as Options named them.
+	Passes []Pass `json:"passes,omitempty"`
 	// Sharding is the sharding scenario (opkit only), when it ran.
 	Sharding *ShardingResult `json:"sharding,omitempty"`
 }
@@ -330,6 +340,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.Sizes = append(rep.Sizes, p.N)
 	}
+	rep.Passes = o.Passes
 	start := time.Now()
 	sharded := slices.Contains(o.Scenarios, ScenarioSharding) && slices.Contains(o.Contenders, Opkit)
 	o.Scenarios = slices.DeleteFunc(slices.Clone(o.Scenarios), func(sc string) bool { return sc == ScenarioSharding })
@@ -374,7 +385,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Took = time.Since(start)
 		return write(rep, o.Out)
 	}
-	if err := moreRounds(ctx, o, rep); err != nil {
+	if err := moreRounds(ctx, o, rep, o.Contenders, o.Settings.Rounds); err != nil {
 		return rep, err
 	}
 	if err := finish(); err != nil {
@@ -386,16 +397,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		po := o
 		po.Settings.N = p.N
+		var names []string
 		for _, name := range o.Contenders {
 			if p.Contenders != nil && !slices.Contains(p.Contenders, name) {
 				continue
 			}
+			names = append(names, name)
 			if err := runOn(ctx, po, rep, name, o.Scenarios); err != nil {
 				return rep, err
 			}
 			if err := finish(); err != nil {
 				return rep, err
 			}
+		}
+		if err := moreRounds(ctx, po, rep, names, p.Rounds); err != nil {
+			return rep, err
+		}
+		if err := finish(); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
@@ -405,21 +424,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // round runs them.
 var roundScenarios = []string{ScenarioConverge, ScenarioDelete}
 
-// moreRounds runs rounds 2 to Settings.Rounds of the main pass's converge
-// and delete (those of o.Scenarios), every contender in turn on a fresh
-// control plane each (round r from the r-th contender on), and then replaces each contender's results of a
-// repeated scenario by its median round (medianRun).
-func moreRounds(ctx context.Context, o Options, rep *Report) error {
+// moreRounds runs rounds 2 to rounds of converge and delete (those of
+// o.Scenarios) at o.Settings.N, each of contenders in turn on a fresh
+// control plane each (round r from the r-th contender on), and then
+// replaces each contender's results of a repeated scenario at that size by
+// its median round (medianRun).
+func moreRounds(ctx context.Context, o Options, rep *Report, contenders []string, rounds int) error {
 	scenarios := slices.DeleteFunc(slices.Clone(roundScenarios), func(sc string) bool { return !slices.Contains(o.Scenarios, sc) })
-	if o.Settings.Rounds <= 1 || len(scenarios) == 0 {
+	if rounds <= 1 || len(scenarios) == 0 || len(contenders) == 0 {
 		return nil
 	}
-	for round := 2; round <= o.Settings.Rounds; round++ {
-		logf(o.Log, "== round %d of %d: %s", round, o.Settings.Rounds, strings.Join(scenarios, ", "))
+	for round := 2; round <= rounds; round++ {
+		logf(o.Log, "== round %d of %d at N = %d: %s", round, rounds, o.Settings.N, strings.Join(scenarios, ", "))
 		// Each round starts one contender further down the list, so no
 		// contender is always the last of a round.
-		k := (round - 1) % len(o.Contenders)
-		for _, name := range append(slices.Clone(o.Contenders[k:]), o.Contenders[:k]...) {
+		k := (round - 1) % len(contenders)
+		for _, name := range append(slices.Clone(contenders[k:]), contenders[:k]...) {
 			if err := runOn(ctx, o, rep, name, scenarios); err != nil {
 				return err
 			}
@@ -598,6 +618,7 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 	cpu := r.startCPU()
 	start := time.Now()
 	loadErrs := act(ctx)
+	logf(r.o.Log, "   load sent in %s", time.Since(start).Round(time.Millisecond))
 	left := r.cl.tracker.wait(ctx, timeout)
 	lat, last := r.cl.tracker.results()
 	if last.IsZero() {

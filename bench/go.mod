@@ -9,6 +9,7 @@ require (
 	github.com/fluxcd/cli-utils v1.3.0
 	github.com/fluxcd/pkg/ssa v0.78.0
 	github.com/go-logr/logr v1.4.4
+	github.com/google/go-cmp v0.7.0
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
 	github.com/opkit/opkit v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

@@ -354,7 +354,7 @@ func markdown(rep *Report, charts []string) string {
 	fmt.Fprintf(&b, "- load generator: %d concurrent requests, its own unthrottled client (not counted)\n", s.LoadWorkers)
 	fmt.Fprintf(&b, "- N (converge, restart, delete): %d; churn: %d WebApps, %.0f changes/s for %s\n", s.N, s.ChurnObjects, s.ChurnRate, s.ChurnDuration)
 	if len(sizes(rep)) > 1 {
-		fmt.Fprintf(&b, "- further passes (chained, same settings otherwise), N: %v\n", sizes(rep)[1:])
+		fmt.Fprintf(&b, "- further passes (chained, same settings otherwise), N: %v%s\n", sizes(rep)[1:], passRoundsText(rep.Passes))
 	}
 	fmt.Fprintf(&b, "- counts are read after %s without requests or reconciles\n", s.Quiet)
 	if rep.Sharding != nil {
@@ -411,6 +411,21 @@ func roundsText(rounds, n int) string {
 		return ""
 	}
 	return fmt.Sprintf(" At N = %d each contender (the ceiling too) is measured in %d rounds: round 1 as every scenario runs, then each round gives every contender in turn (round r from the r-th contender on) a fresh control plane on which converge and then delete are measured; every figure is the round with the median throughput's, the slowest and fastest rounds' throughput beside it.", n, rounds)
+}
+
+// passRoundsText names the further passes that measured converge and
+// delete in rounds.
+func passRoundsText(passes []Pass) string {
+	var parts []string
+	for _, p := range passes {
+		if p.Rounds > 1 {
+			parts = append(parts, fmt.Sprintf("at N = %d converge and delete in %d rounds, as at the main N", p.N, p.Rounds))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
 }
 
 func scenarioText(sc string, s Settings) string {

@@ -7,7 +7,7 @@
 //	go run ./cmd/opkit-bench --out ../out/bench           # default, 15-30 min on 2 cores
 //	go run ./cmd/opkit-bench --out ../out/bench --quick   # CI smoke, < 3 min
 //	go run ./cmd/opkit-bench --out ../out/bench --full    # 1,000, then 5,000, then 20,000 (opkit) WebApps
-//	go run ./cmd/opkit-bench --passes 5000,20000=opkit+flux   # further sizes after the main N
+//	go run ./cmd/opkit-bench --passes 5000x3,20000=opkit+flux # further sizes after the main N (5,000 in 3 rounds)
 //
 // Every scenario of every contender runs on a fresh control plane; with
 // --quick (or --chained) every contender gets one fresh control plane on
@@ -46,7 +46,7 @@ func run() error {
 	out := flag.String("out", "out/bench", "output directory")
 	quick := flag.Bool("quick", false, "small N, short churn: a smoke run (< 3 min)")
 	full := flag.Bool("full", false, "N = 1,000, then passes at 5,000 (every contender) and 20,000 (opkit), with the scaling curve (1.5-2 h on 2 cores)")
-	passes := flag.String("passes", "", "further sizes after the main N, comma-separated, each N or N=contender+contender (e.g. 5000,20000=opkit); each contender of a pass runs its scenarios chained on one fresh control plane; overrides --full's")
+	passes := flag.String("passes", "", "further sizes after the main N, comma-separated, each N, NxR (converge and delete in R rounds) and optionally =contender+contender (e.g. 5000x3,20000=opkit); each contender of a pass runs its scenarios chained on one fresh control plane; overrides --full's")
 	isolated := flag.Bool("isolated", false, "a fresh control plane for every scenario, converging its WebApps first (the default, except with --quick)")
 	chained := flag.Bool("chained", false, "one fresh control plane per contender, the scenarios run as a lifecycle on it (the default with --quick; about half the time)")
 	n := flag.Int("n", 0, "override N (converge, restart, delete)")
@@ -126,16 +126,24 @@ func run() error {
 	return nil
 }
 
-// parsePasses reads --passes: "5000,20000=opkit+flux".
+// parsePasses reads --passes: "5000x3,20000=opkit+flux" (N, then
+// optionally xR for R rounds of converge and delete, then optionally
+// =contender+contender).
 func parsePasses(s string) ([]bench.Pass, error) {
 	var ps []bench.Pass
 	for _, item := range strings.Split(s, ",") {
-		n, who, _ := strings.Cut(item, "=")
-		v, err := strconv.Atoi(strings.TrimSpace(n))
+		size, who, _ := strings.Cut(item, "=")
+		n, rounds, hasRounds := strings.Cut(strings.TrimSpace(size), "x")
+		v, err := strconv.Atoi(n)
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("--passes: %q is not a positive number of WebApps", n)
 		}
 		p := bench.Pass{N: v}
+		if hasRounds {
+			if p.Rounds, err = strconv.Atoi(rounds); err != nil || p.Rounds <= 0 {
+				return nil, fmt.Errorf("--passes: %q: the rounds after x must be a positive number", size)
+			}
+		}
 		if who != "" {
 			p.Contenders = strings.Split(who, "+")
 		}
