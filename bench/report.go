@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -210,14 +211,21 @@ func headlineTable(b *strings.Builder, rep *Report, size int) {
 // targets).
 func goalRows(b *strings.Builder, rep *Report, size int) {
 	goal := func(name string, v float64, ok bool) {
-		mark := "no"
+		mark, text := "no", num(v)
 		if ok {
 			mark = "yes"
 		}
 		if math.IsNaN(v) {
 			mark = "not measured"
+		} else if !ok {
+			// A miss by less than the rounding of num (2.002 reconciles
+			// per CR against ≤ 2) shows the digits that miss.
+			text = strconv.FormatFloat(v, 'f', -1, 64)
+			if len(text) > 6 {
+				text = fmt.Sprintf("%.4f", v)
+			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", name, count(size), num(v), mark)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", name, count(size), text, mark)
 	}
 	at := func(sc, c string, get func(*Result) float64) float64 { return valueAt(rep, size, sc, c, get) }
 	rel := func(sc, other string, get func(*Result) float64) float64 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -113,6 +114,23 @@ func TestMedianRounds(t *testing.T) {
 		g := got[i]
 		if g.Scenario != w.sc || g.Contender != w.who || g.Size != w.size || g.Throughput != w.tp || !slices.Equal(g.RunThroughputs, w.rounds) {
 			t.Errorf("result %d: %s/%s/%d %v rounds %v, want %s/%s/%d %v rounds %v", i, g.Scenario, g.Contender, g.Size, g.Throughput, g.RunThroughputs, w.sc, w.who, w.size, w.tp, w.rounds)
+		}
+	}
+}
+
+// TestGoalRowsShowTheDigitsThatMiss: a goal missed by less than the table's
+// rounding (2.002 reconciles per CR against ≤ 2) shows the digits that miss
+// it, not "2.00 | no"; a goal met keeps the rounded figure.
+func TestGoalRowsShowTheDigitsThatMiss(t *testing.T) {
+	rep := &Report{Settings: Settings{N: 1000}, Results: []*Result{
+		{Scenario: ScenarioConverge, Contender: Opkit, Size: 1000, N: 1000, Reconciles: 2002},
+		{Scenario: ScenarioRestart, Contender: Opkit, Size: 1000, N: 1000, Reconciles: 1000},
+	}}
+	var b strings.Builder
+	goalRows(&b, rep, 1000)
+	for _, want := range []string{"| converge: ≤ 2 reconciles per CR | 1,000 | 2.002 | no |", "| no-op resync: 0 writes per reconcile | 1,000 | 0 | yes |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("goal rows lack %q:\n%s", want, b.String())
 		}
 	}
 }
