@@ -69,6 +69,13 @@
 //     finalizer's own conditions (one write, optimistic lock; re-applied
 //     after a re-read on a lost race). Only conditions are carried: other
 //     changes a step makes to the object are not written.
+//  11. Finished means finished, whatever the cache shows. Once this Finalizer
+//     removed N from an object (a UID), every later [Finalizer.Reconcile] of
+//     that UID reports Deleting for two minutes, with no request, even for a
+//     view from before the deletion (a lagging cache can serve one after a
+//     re-read past the cache found the deletion and finished it): the
+//     caller's normal logic never runs again for it and cannot recreate
+//     what the steps released.
 //
 // Assumptions: the object is not edited to remove N by hand while cleanup
 // runs (that deletes it without cleanup, which the API allows); conditions

@@ -850,3 +850,50 @@ func TestPatchRaceIsAConflictEverywhere(t *testing.T) {
 		t.Fatalf("an invalid finalizer (%v) is %s/%s, want Terminal/Invalid", err, c.Class, c.Reason)
 	}
 }
+
+// A cache that lags can serve an object's view from before its deletion
+// after this Finalizer finished the deletion: the add of the finalizer from
+// a view without it fails its test, the re-read past the cache finds the
+// object being deleted, and the steps run and the finalizer goes there and
+// then. A later view with the finalizer and no deletionTimestamp is stale;
+// before the fix Reconcile returned Deleting false for it, and a caller ran
+// its normal logic again (the webapp example registered a released route).
+func TestFinishedDeletionStaysFinishedForStaleViews(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	c, counter := countedClient(t)
+	s := newSteps()
+	f, err := finalizer.New[*Gadget](c, ours, step[*Gadget](s, "release", always(finalizer.Done(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGadget(t, ns, "lagging")
+	beforeFinalizer := get(t, g).DeepCopy()
+	if res, err := f.Reconcile(ctx, get(t, g)); err != nil || res.Deleting {
+		t.Fatalf("add: %+v, %v", res, err)
+	}
+	withFinalizer := get(t, g).DeepCopy()
+	deleteObj(t, g)
+
+	res, err := f.Reconcile(ctx, beforeFinalizer)
+	if err != nil || !res.Deleting || !res.Finalized {
+		t.Fatalf("from the view before the finalizer: %+v, %v; want the deletion finished", res, err)
+	}
+	if !isGone(t, g) {
+		t.Fatal("still on the server after the finalizer was removed")
+	}
+	counter.Reset()
+	for _, view := range []*Gadget{withFinalizer, beforeFinalizer} {
+		res, err := f.Reconcile(ctx, view.DeepCopy())
+		if err != nil || !res.Deleting || res.Finalized {
+			t.Fatalf("stale view (finalizers %v, deletionTimestamp %v) after the deletion finished: %+v, %v; want Deleting",
+				view.Finalizers, view.DeletionTimestamp, res, err)
+		}
+	}
+	if counter.Total() != 0 {
+		t.Fatalf("stale views after the deletion finished sent requests:\n%s", counter)
+	}
+	if n, _ := s.get("release"); n != 1 {
+		t.Fatalf("release ran %d times, want 1", n)
+	}
+}

@@ -54,10 +54,25 @@ type Result struct {
 //     documentation for failures, deadlines and destructive steps.
 //   - obj is being deleted without it, or is gone (404): nothing to do,
 //     no error.
+//   - obj's UID is one this Finalizer removed itself from in the last two
+//     minutes, read again from a cache that lags, with or without a
+//     deletionTimestamp: Deleting (the object is being deleted or gone), no
+//     request. A view from before the deletion is possible when a re-read
+//     past the cache found the deletion and this Finalizer finished it there
+//     and then; running the normal logic on it would recreate what the steps
+//     released.
 //
 // An error is returned for a failing step (wrapped, with the step name: the
 // workqueue retries with backoff) and for API errors other than 404.
 func (f *Finalizer[T]) Reconcile(ctx context.Context, obj T) (Result, error) {
+	if _, finalized := f.memoFor(obj.GetUID()); finalized {
+		// This Finalizer removed itself from this object (UID) already: the
+		// object is being deleted or gone, whatever a lagging cache shows —
+		// even a view from before the deletion, when a re-read past the cache
+		// found the deletion and finished it. Acting on such a view as live
+		// would recreate what the steps released.
+		return Result{Deleting: true}, nil
+	}
 	if obj.GetDeletionTimestamp().IsZero() {
 		if slices.Contains(obj.GetFinalizers(), f.name) {
 			return Result{}, nil
@@ -109,11 +124,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 		return res, nil
 	}
 	uid := obj.GetUID()
-	m, finalized := f.memoFor(uid)
-	if finalized {
-		// A stale cache still shows the object we already finalized.
-		return Result{Deleting: true, Gone: true}, nil
-	}
+	m, _ := f.memoFor(uid) // not finalized: Reconcile returned before
 	recorded := parseProgress(obj.GetAnnotations()[ProgressAnnotation])
 	done := union(recorded, m.done)
 

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit/opkit/finalizer"
 	"github.com/opkit/opkit/reconciler"
 	"github.com/opkit/opkit/testenv"
 )
@@ -196,5 +198,116 @@ func TestChildDeletedSoonAfterCreateIsCreatedAgain(t *testing.T) {
 	}
 	if err := env.Client.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
 		t.Fatalf("child not created again: %v", err)
+	}
+}
+
+// After the finalizer released an object's external resource and removed
+// itself, every view of that object the cache may still serve is stale, and
+// the reconcile must not act on it: the status step of a webapp-style
+// operator registers a route, so a stale live-looking view after the release
+// registers it again, for an object about to vanish with nothing left to
+// release it (the chaos suite's "route not released" under APF throttling).
+//
+// The cache here lags as a throttled watch does: the first reconcile adds
+// the finalizer; the object is then deleted; the next reconcile reads the
+// object as it was before the finalizer was added, its add fails the
+// finalizer-list test, the re-read past the cache finds the object being
+// deleted, and it releases and removes the finalizer there and then; the
+// reconcile after that reads the object as the first reconcile left it (the
+// finalizer on, no deletionTimestamp). Before the fix that last reconcile ran
+// the status step again: `status step ran 1 time(s) after the release`.
+func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	real, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		serve  []*Gadget // what the next Gets of the Gadget return, in order; live once empty
+		events []string
+	)
+	record := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	c := interceptor.NewClient(real, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			g, ok := obj.(*Gadget)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok || len(serve) == 0 {
+				return c.Get(ctx, key, obj, opts...)
+			}
+			*g = *serve[0].DeepCopyObject().(*Gadget)
+			serve = serve[1:]
+			return nil
+		},
+	})
+	const fin = "test.opkit.dev/route"
+	r, err := reconciler.ForClient(c, "gadget-released", newGadget).
+		Finalizer(fin, finalizer.WithStep("release-route", func(context.Context, *Gadget) (finalizer.StepResult, error) {
+			record("release")
+			return finalizer.Done(), nil
+		})).
+		Status(func(ctx context.Context, g *Gadget, o reconciler.Observed) error {
+			record("status")
+			return markReady(ctx, g, o)
+		}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "released"}, Spec: GadgetSpec{Value: "one"}})
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
+	beforeFinalizer := &Gadget{}
+	if err := env.Client.Get(ctx, req.NamespacedName, beforeFinalizer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	withFinalizer := &Gadget{}
+	if err := env.Client.Get(ctx, req.NamespacedName, withFinalizer); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(withFinalizer.Finalizers, fin) || withFinalizer.Status.ObservedGeneration == 0 {
+		t.Fatalf("first reconcile: finalizers %v, observedGeneration %d", withFinalizer.Finalizers, withFinalizer.Status.ObservedGeneration)
+	}
+	if err := env.Client.Delete(ctx, withFinalizer); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	serve = []*Gadget{beforeFinalizer}
+	events = nil
+	mu.Unlock()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, req.NamespacedName, &Gadget{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the reconcile from the view before the finalizer did not finish the deletion: get = %v, events %v", err, events)
+	}
+	mu.Lock()
+	if !slices.Equal(events, []string{"release"}) {
+		t.Fatalf("the reconcile that finished the deletion: events %v, want [release]", events)
+	}
+	serve = []*Gadget{withFinalizer, withFinalizer}
+	events = nil
+	mu.Unlock()
+	var errs []error
+	for range 2 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(events); n != 0 {
+		t.Fatalf("status step ran %d time(s) after the release (events %v; errors %v): a stale view of a finalized object was reconciled as live", n, events, errs)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("reconciles of a stale view of a finalized object: %v", errs)
 	}
 }
