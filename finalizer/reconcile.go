@@ -65,7 +65,7 @@ type Result struct {
 // An error is returned for a failing step (wrapped, with the step name: the
 // workqueue retries with backoff) and for API errors other than 404.
 func (f *Finalizer[T]) Reconcile(ctx context.Context, obj T) (Result, error) {
-	if _, finalized := f.memoFor(obj.GetUID()); finalized {
+	if _, finalized := f.memoFor(obj.GetUID()); finalized && obj.GetUID() != "" {
 		// This Finalizer removed itself from this object (UID) already: the
 		// object is being deleted or gone, whatever a lagging cache shows —
 		// even a view from before the deletion, when a re-read past the cache
@@ -124,7 +124,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 		return res, nil
 	}
 	uid := obj.GetUID()
-	m, _ := f.memoFor(uid) // not finalized: Reconcile returned before
+	m, _ := f.memoFor(uid) // a finalized UID returned in Reconcile already
 	recorded := parseProgress(obj.GetAnnotations()[ProgressAnnotation])
 	done := union(recorded, m.done)
 

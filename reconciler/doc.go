@@ -13,7 +13,10 @@
 //   - With a finalizer configured, a live object gets the finalizer (one patch,
 //     lock-safe) before any child is created, and a deleting object runs only
 //     the finalizer flow: cleanup steps, then finalizer removal. The normal
-//     steps never run on a deleting object.
+//     steps never run on a deleting object, nor on any view of an object
+//     whose finalizer this reconciler removed, even one a lagging cache
+//     serves from before the deletion (finalizer guarantee 11): what the
+//     cleanup released is not created again.
 //   - Children are ensured through [ensure.Ensurer]: a steady state costs zero
 //     API requests, a field the operator stops declaring is removed from the
 //     child (fields other actors own are kept), and children no longer
