@@ -215,7 +215,8 @@ func TestChildDeletedSoonAfterCreateIsCreatedAgain(t *testing.T) {
 // deleted, and it releases and removes the finalizer there and then; the
 // reconcile after that reads the object as the first reconcile left it (the
 // finalizer on, no deletionTimestamp). Before the fix that last reconcile ran
-// the status step again: `status step ran 1 time(s) after the release`.
+// the status step again (twice, for two stale views): `status step ran 2 time(s)
+// after the release`.
 func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
