@@ -236,14 +236,33 @@ type Result struct {
 	// getrusage.
 	CPUSeconds        *float64 `json:"cpuSeconds,omitempty"`
 	ProcessCPUSeconds float64  `json:"processCpuSeconds"`
+	// ControlPlaneCPUSeconds is the CPU kube-apiserver and etcd used over
+	// the same window (/proc, 10 ms resolution): what the contender's
+	// requests and watches cost the server, beside everything else the
+	// phase asked of it (the load generator's writes, the harness's
+	// watches), which is the same for every contender. Nil when their
+	// processes were not found.
+	ControlPlaneCPUSeconds *float64 `json:"controlPlaneCpuSeconds,omitempty"`
 }
 
 // setCPU records a phase's CPU figures.
-func (r *Result) setCPU(contender, process float64) {
-	r.ProcessCPUSeconds = process
-	if !math.IsNaN(contender) {
-		r.CPUSeconds = ptr.To(contender)
+func (r *Result) setCPU(f cpuFigures) {
+	r.ProcessCPUSeconds = f.process
+	if !math.IsNaN(f.contender) {
+		r.CPUSeconds = ptr.To(f.contender)
 	}
+	if !math.IsNaN(f.controlPlane) {
+		r.ControlPlaneCPUSeconds = ptr.To(f.controlPlane)
+	}
+}
+
+// ControlPlaneCPU is ControlPlaneCPUSeconds, or NaN when it was not
+// measured.
+func (r *Result) ControlPlaneCPU() float64 {
+	if r.ControlPlaneCPUSeconds == nil {
+		return math.NaN()
+	}
+	return *r.ControlPlaneCPUSeconds
 }
 
 // CPU is CPUSeconds, or NaN when it was not measured.
@@ -625,14 +644,14 @@ func (r *runner) phase(ctx context.Context, n int, unit string, timeout time.Dur
 		last = time.Now()
 	}
 	r.settle(ctx)
-	cpuContender, cpuProcess := cpu.stop(r.contender)
+	cpuFig := cpu.stop(r.contender)
 	res := &Result{N: n, Converged: left == 0 && loadErrs == 0, Outstanding: left, LoadErrors: loadErrs, Unit: unit, Latencies: lat}
 	res.Seconds = last.Sub(start).Seconds()
 	if res.Seconds > 0 {
 		res.Throughput = float64(len(lat)) / res.Seconds
 	}
 	res.Reconciles = r.inst.reconciles() - rec0
-	res.setCPU(cpuContender, cpuProcess)
+	res.setCPU(cpuFig)
 	fillRequests(res, req, fail)
 	fillLatencies(res)
 	return res
@@ -849,7 +868,7 @@ func (r *runner) restartOnce(ctx context.Context, n int, setupSeconds float64) (
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.settle(ctx)
-	cpuContender, cpuProcess := cpu.stop(r.contender)
+	cpuFig := cpu.stop(r.contender)
 	heap := liveHeap() - heap0
 	logf(r.o.Log, "   restart: caches synced at %dms, reconciles seen from %dms (10ms polls) to %dms; heap %.1f MiB per 1,000",
 		synced.Milliseconds(), first.Milliseconds(), lastChange.Sub(start).Milliseconds(), heap/float64(n)*1000/(1<<20))
@@ -859,7 +878,7 @@ func (r *runner) restartOnce(ctx context.Context, n int, setupSeconds float64) (
 		}
 	}
 	res := &Result{N: n, Unit: "reconciles/s", SetupSeconds: setupSeconds, HeapBytes: heap, SyncSeconds: synced.Seconds()}
-	res.setCPU(cpuContender, cpuProcess)
+	res.setCPU(cpuFig)
 	res.Reconciles = r.inst.reconciles() - base
 	res.Converged = res.Reconciles >= float64(n)
 	if !res.Converged {
@@ -912,9 +931,9 @@ func (r *runner) listCeiling(ctx context.Context, n int, setupSeconds float64) (
 		}
 	})
 	took := time.Since(start)
-	cpuContender, cpuProcess := cpu.stop(Ceiling)
+	cpuFig := cpu.stop(Ceiling)
 	res := &Result{N: n, Unit: "objects/s", Seconds: took.Seconds(), Throughput: float64(n) / took.Seconds(), SetupSeconds: setupSeconds, Reconciles: math.NaN(), SyncSeconds: took.Seconds()}
-	res.setCPU(cpuContender, cpuProcess)
+	res.setCPU(cpuFig)
 	if err := errors.Join(errs...); err != nil {
 		res.Error = err.Error()
 	}

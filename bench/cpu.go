@@ -10,11 +10,15 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/pprof/profile"
 	"k8s.io/client-go/rest"
+
+	"github.com/opkit/opkit/testenv"
 )
 
 // The contenders run in the benchmark's process, beside the harness (load
@@ -50,11 +54,16 @@ func withOwnTransport(cfg *rest.Config) *rest.Config {
 }
 
 // cpuMeter measures one phase's CPU: the process's (getrusage: user +
-// system of every thread) and the contender's labelled share.
+// system of every thread), the contender's labelled share and the control
+// plane's (kube-apiserver and etcd, from /proc).
 type cpuMeter struct {
 	buf      bytes.Buffer
 	process0 time.Duration
 	profiler bool
+	// pids are the control plane's processes; controlPlane0 their CPU at
+	// the start (negative: not measured).
+	pids          []int
+	controlPlane0 time.Duration
 	// save, when set, is where stop writes the phase's profile.
 	save string
 }
@@ -71,18 +80,45 @@ func startCPU() *cpuMeter {
 // saving the phase's profile when [Options.PhaseProfiles] asks for it.
 func (r *runner) startCPU() *cpuMeter {
 	m := startCPU()
+	m.controlPlane0 = -1
+	if r.cl != nil && r.cl.env != nil {
+		for _, c := range []testenv.Component{testenv.APIServer, testenv.Etcd} {
+			if pid, err := r.cl.env.PID(c); err == nil {
+				m.pids = append(m.pids, pid)
+			}
+		}
+		if len(m.pids) == 2 {
+			m.controlPlane0 = processesCPU(m.pids)
+		}
+	}
 	if r.o.PhaseProfiles != "" {
 		m.save = filepath.Join(r.o.PhaseProfiles, fmt.Sprintf("cpu-%s-%s-%d.pprof", r.scenario, r.contender, r.o.Settings.N))
 	}
 	return m
 }
 
-// stop ends the measurement and returns the seconds of CPU the contender's
-// goroutines used (NaN when the profiler was unavailable) and the process's.
-func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds float64) {
-	processSeconds = (processCPU() - m.process0).Seconds()
+// cpuFigures are one phase's CPU seconds: the contender's goroutines' (NaN
+// when the profiler was unavailable), the whole process's, and the control
+// plane's (kube-apiserver + etcd; NaN when their processes were not found).
+type cpuFigures struct {
+	contender, process, controlPlane float64
+}
+
+// stop ends the measurement and returns its figures.
+func (m *cpuMeter) stop(contender string) cpuFigures {
+	f := cpuFigures{contender: math.NaN(), process: (processCPU() - m.process0).Seconds(), controlPlane: math.NaN()}
+	if m.controlPlane0 >= 0 {
+		f.controlPlane = (processesCPU(m.pids) - m.controlPlane0).Seconds()
+	}
+	f.contender = m.contenderSeconds(contender)
+	return f
+}
+
+// contenderSeconds stops the profiler and sums the samples labelled with
+// contender (NaN when the profiler was unavailable).
+func (m *cpuMeter) contenderSeconds(contender string) float64 {
 	if !m.profiler {
-		return math.NaN(), processSeconds
+		return math.NaN()
 	}
 	pprof.StopCPUProfile()
 	if m.save != "" {
@@ -91,7 +127,7 @@ func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds floa
 	}
 	p, err := profile.Parse(&m.buf)
 	if err != nil {
-		return math.NaN(), processSeconds
+		return math.NaN()
 	}
 	idx := -1
 	for i, st := range p.SampleType {
@@ -100,7 +136,7 @@ func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds floa
 		}
 	}
 	if idx < 0 {
-		return math.NaN(), processSeconds
+		return math.NaN()
 	}
 	var ns int64
 	for _, s := range p.Sample {
@@ -108,7 +144,7 @@ func (m *cpuMeter) stop(contender string) (contenderSeconds, processSeconds floa
 			ns += s.Value[idx]
 		}
 	}
-	return float64(ns) / 1e9, processSeconds
+	return float64(ns) / 1e9
 }
 
 // processCPU is the user and system CPU time of the whole process so far.
@@ -118,4 +154,36 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processesCPU is the user and system CPU time the processes pids used so
+// far, from fields 14 and 15 of /proc/<pid>/stat (in USER_HZ ticks, 100 a
+// second on Linux: a 10 ms resolution); a process that cannot be read
+// counts 0.
+func processesCPU(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The command name (field 2) is in parentheses and may hold
+		// spaces: fields are counted after its closing parenthesis.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		// fields[0] is field 3 (state): utime is field 14, stime 15.
+		if len(fields) < 13 {
+			continue
+		}
+		for _, f := range fields[11:13] {
+			v, err := strconv.ParseInt(f, 10, 64)
+			if err == nil {
+				ticks += v
+			}
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100)
 }

@@ -13,7 +13,8 @@
 // hand-over. Every request figure is
 // counted on the contender's own client with testenv.CountRequests; nothing
 // is estimated. Every contender's CPU is the CPU its own goroutines used,
-// told from the harness's by a pprof label (cpu.go). The numbers measure
+// told from the harness's by a pprof label (cpu.go); the control plane's
+// (kube-apiserver and etcd) is read from /proc for the same window. The numbers measure
 // this machine at this moment: nothing here asserts a speed.
 //
 // The command is bench/cmd/opkit-bench (`make bench`, `make bench-quick`).

@@ -126,6 +126,9 @@ func failedReqs(r *Result) float64 { return float64(r.FailedTotal) }
 // cpuMs is the contender's CPU in milliseconds.
 func cpuMs(r *Result) float64 { return 1000 * r.CPU() }
 
+// controlPlaneMs is the control plane's CPU in milliseconds.
+func controlPlaneMs(r *Result) float64 { return 1000 * r.ControlPlaneCPU() }
+
 func headline() []metric {
 	return []metric{
 		{ScenarioConverge, "CR/s (create → Ready)", throughput, true, num},
@@ -138,6 +141,7 @@ func headline() []metric {
 		{ScenarioConverge, "p50 create → Ready (ms)", durMetric(func(r *Result) time.Duration { return r.P50 }), false, num},
 		{ScenarioConverge, "p99 create → Ready (ms)", durMetric(func(r *Result) time.Duration { return r.P99 }), false, num},
 		{ScenarioConverge, "operator CPU ms per converged CR", perObj(cpuMs), false, num},
+		{ScenarioConverge, "control-plane CPU ms per converged CR (kube-apiserver + etcd)", perObj(controlPlaneMs), false, num},
 		{ScenarioRestart, "reconciles/s (ceiling: objects/s of one LIST per kind)", throughput, true, num},
 		{ScenarioRestart, "reconciles/s, slowest run", runExtreme(slices.Min[[]float64]), true, num},
 		{ScenarioRestart, "reconciles/s, fastest run", runExtreme(slices.Max[[]float64]), true, num},
@@ -154,6 +158,7 @@ func headline() []metric {
 		{ScenarioChurn, "writes per change", perObj(writes), false, num},
 		{ScenarioChurn, "reconciles per change", perObj(reconciles), false, num},
 		{ScenarioChurn, "operator CPU ms per change", perObj(cpuMs), false, num},
+		{ScenarioChurn, "control-plane CPU ms per change", perObj(controlPlaneMs), false, num},
 		{ScenarioDelete, "CR/s (delete → gone)", throughput, true, num},
 		{ScenarioDelete, "CR/s, slowest round", runExtreme(slices.Min[[]float64]), true, num},
 		{ScenarioDelete, "CR/s, fastest round", runExtreme(slices.Max[[]float64]), true, num},
@@ -161,6 +166,7 @@ func headline() []metric {
 		{ScenarioDelete, "reconciles per CR", perObj(reconciles), false, num},
 		{ScenarioDelete, "failed requests", failedReqs, false, num},
 		{ScenarioDelete, "operator CPU ms per CR", perObj(cpuMs), false, num},
+		{ScenarioDelete, "control-plane CPU ms per CR", perObj(controlPlaneMs), false, num},
 	}
 }
 
@@ -315,7 +321,7 @@ func markdown(rep *Report, charts []string) string {
 			continue
 		}
 		fmt.Fprintf(&b, "### %s\n\n%s\n\n", sc, scenarioText(sc, s))
-		b.WriteString("| contender | converged | n | window | throughput | p50 | p99 | max | reconciles | writes | failed (by code) | CPU s: contender / process | setup |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+		b.WriteString("| contender | converged | n | window | throughput | p50 | p99 | max | reconciles | writes | failed (by code) | CPU s: contender / process / control plane | setup |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 		for _, r := range rs {
 			conv := "yes"
 			if !r.Converged {
@@ -324,8 +330,8 @@ func markdown(rep *Report, charts []string) string {
 					conv += ": " + r.Error
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %s %s | %s | %s | %s | %s | %d | %s | %s / %s | %s |\n", label(rep, r), conv, r.N, r.Seconds,
-				num(r.Throughput), r.Unit, ms(r.P50), ms(r.P99), ms(r.Max), num(r.Reconciles), r.Writes, failures(r), num(r.CPU()), num(r.ProcessCPUSeconds), setupText(r))
+			fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %s %s | %s | %s | %s | %s | %d | %s | %s / %s / %s | %s |\n", label(rep, r), conv, r.N, r.Seconds,
+				num(r.Throughput), r.Unit, ms(r.P50), ms(r.P99), ms(r.Max), num(r.Reconciles), r.Writes, failures(r), num(r.CPU()), num(r.ProcessCPUSeconds), num(r.ControlPlaneCPU()), setupText(r))
 		}
 		b.WriteString("\nRequests by verb and resource (the contender's own client, `testenv.CountRequests`):\n\n")
 		keys := map[string]bool{}
@@ -455,7 +461,7 @@ const method = `- **Ready** means: the WebApp's Ready condition is True, its obs
 - **Ceiling** writes per created WebApp: finalizer patch, three creates, a Progressing and a Ready status patch; per spec change: ConfigMap and Deployment patches and the two status patches; per delete: the finalizer removal. It never reads, so it is an upper bound no watch-driven operator reaches.
 - **Requests** are counted on each contender's own rest.Config with ` + "`testenv.CountRequests`" + ` (verb and resource as the API server classifies them); failures are responses ≥ 400 on the same transport. Reconciles come from controller-runtime's ` + "`controller_runtime_reconcile_total`" + `.
 - **Workers and QPS/Burst** are identical for all contenders (see settings). Headless Services everywhere (spec.headless=true), so ClusterIP allocation is not the bottleneck.
-- **CPU** is the CPU the contender's own goroutines used during the measured phase (until quiet): everything a contender starts runs under a pprof label and on an HTTP transport of its own, goroutines inherit the label, and the Go CPU profiler (100 samples/s per running thread) tags each sample with it; the harness (load generator, readiness tracker, Deployment stub) is unlabelled. The process figure (getrusage, same window) adds the harness and the garbage collector's background workers. The API server's and etcd's CPU is in neither.
+- **CPU** is the CPU the contender's own goroutines used during the measured phase (until quiet): everything a contender starts runs under a pprof label and on an HTTP transport of its own, goroutines inherit the label, and the Go CPU profiler (100 samples/s per running thread) tags each sample with it; the harness (load generator, readiness tracker, Deployment stub) is unlabelled. The process figure (getrusage, same window) adds the harness and the garbage collector's background workers. The API server's and etcd's CPU is in neither: the **control-plane** figure is theirs (user + system time of the kube-apiserver and etcd processes from /proc, 10 ms resolution, same window). It includes what the phase's load costs the server whoever answers it (the load generator's requests, the harness's watches and Deployment stub), the same for every contender; the differences between contenders are what their requests and watches cost. On this 2-core machine the operator and the control plane share the cores, so both figures bound throughput.
 - **flux** reads each child live (ApplyAll's GET of an unstructured object, which controller-runtime does not cache by default, as in Flux's own controllers) and sends a server-side dry-run apply per child on every reconcile. Dry-runs persist nothing: they are not counted as writes but as dry-runs (a figure of their own; the per-request table lists them under patch). Its failed requests in converge are 404s: ApplyAll's GET of a child that does not exist yet.
 - **Not covered**: webhooks, observability overhead (events, metrics, traces are off in both operators).
 `
