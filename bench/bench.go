@@ -509,6 +509,9 @@ func (r *Result) summary() string {
 	if r.CPUSeconds != nil {
 		s += fmt.Sprintf(" cpu/obj=%.1fms (process %.1fms)", 1000*r.PerObject(*r.CPUSeconds), 1000*r.PerObject(r.ProcessCPUSeconds))
 	}
+	if r.ControlPlaneCPUSeconds != nil {
+		s += fmt.Sprintf(" control-plane cpu/obj=%.1fms", 1000*r.PerObject(*r.ControlPlaneCPUSeconds))
+	}
 	if r.FailedTotal > 0 {
 		s += fmt.Sprintf(" failed=%d", r.FailedTotal)
 	}
