@@ -121,7 +121,12 @@ type Options struct {
 	// writes the CPU profile its contender CPU figure was read from
 	// (cpu-<scenario>-<contender>-<N>.pprof): the whole process during that
 	// phase only, each sample labelled with the contender whose goroutine
-	// ran (pprof -tagfocus contender=NAME).
+	// ran (pprof -tagfocus contender=NAME) — and the kube-apiserver's CPU
+	// profile over the same phase (cpu-apiserver-<scenario>-<contender>-<N>.pprof,
+	// consecutive 1 s profiles from its /debug/pprof/profile merged, the last
+	// running up to 1 s past the phase). With rounds, each round's profiles
+	// replace the previous round's. The server's profiler adds its own small
+	// cost to the control-plane CPU figure.
 	PhaseProfiles string
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/pprof/profile"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/opkit/opkit/bench"
@@ -112,8 +113,31 @@ func TestQuickBenchmarkSmoke(t *testing.T) {
 		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
 			t.Errorf("phase profile %s: %v", f, err)
 		}
+		// And the kube-apiserver's profile over the same phase: converging
+		// always costs the server CPU its profiler samples.
+		f = filepath.Join(profiles, fmt.Sprintf("cpu-apiserver-%s-%s-%d.pprof", r.Scenario, r.Contender, r.Size))
+		if r.Scenario != bench.ScenarioConverge {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("kube-apiserver profile: %v", err)
+			}
+			continue
+		}
+		if p, err := readProfile(f); err != nil {
+			t.Errorf("kube-apiserver profile %s: %v", f, err)
+		} else if len(p.Sample) == 0 || len(p.Mapping) == 0 || !strings.Contains(p.Mapping[0].File, "kube-apiserver") {
+			t.Errorf("kube-apiserver profile %s: %d samples, mappings %v", f, len(p.Sample), p.Mapping)
+		}
 	}
 	if t.Failed() {
 		t.Log(log.String())
 	}
+}
+
+func readProfile(path string) (*profile.Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return profile.Parse(f)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -66,6 +67,10 @@ type cpuMeter struct {
 	controlPlane0 time.Duration
 	// save, when set, is where stop writes the phase's profile.
 	save string
+	// server, when set, profiles the kube-apiserver over the phase; stop
+	// writes its profile and reports a failure to log.
+	server *serverProfiler
+	log    io.Writer
 }
 
 // startCPU starts measuring. When the CPU profiler is already in use (the
@@ -93,6 +98,14 @@ func (r *runner) startCPU() *cpuMeter {
 	}
 	if r.o.PhaseProfiles != "" {
 		m.save = filepath.Join(r.o.PhaseProfiles, fmt.Sprintf("cpu-%s-%s-%d.pprof", r.scenario, r.contender, r.o.Settings.N))
+		if r.cl != nil && r.cl.env != nil {
+			m.log = r.o.Log
+			path := filepath.Join(r.o.PhaseProfiles, fmt.Sprintf("cpu-apiserver-%s-%s-%d.pprof", r.scenario, r.contender, r.o.Settings.N))
+			var err error
+			if m.server, err = startServerProfile(harnessConfig(r.cl.env.Config), path); err != nil {
+				logf(r.o.Log, "   kube-apiserver CPU profile not taken: %v", err)
+			}
+		}
 	}
 	return m
 }
@@ -111,6 +124,14 @@ func (m *cpuMeter) stop(contender string) cpuFigures {
 		f.controlPlane = (processesCPU(m.pids) - m.controlPlane0).Seconds()
 	}
 	f.contender = m.contenderSeconds(contender)
+	if m.server != nil {
+		// After the figures: waiting for the server's last chunk adds
+		// nothing to them.
+		if err := m.server.stop(); err != nil {
+			logf(m.log, "   %v", err)
+		}
+		m.server = nil
+	}
 	return f
 }
 

@@ -56,7 +56,7 @@ func run() error {
 	contenders := flag.String("contenders", "", "comma-separated subset of ceiling,baseline,flux,opkit")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the contenders and the harness; not the control plane) to this file; the report's per-contender CPU figures are then not measured (they use the same profiler)")
 	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>-<N>.pprof) into this directory (allocations are then sampled every 4 KiB, not 512 KiB)")
-	phaseProfiles := flag.String("phaseprofiles", "", "write the CPU profile of each measured phase (cpu-<scenario>-<contender>-<N>.pprof, the one its CPU figures come from) into this directory; not with --cpuprofile")
+	phaseProfiles := flag.String("phaseprofiles", "", "write the CPU profile of each measured phase (cpu-<scenario>-<contender>-<N>.pprof, the one its CPU figures come from) and the kube-apiserver's over the same phase (cpu-apiserver-<scenario>-<contender>-<N>.pprof) into this directory; not with --cpuprofile")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
 	flag.Parse()
 
