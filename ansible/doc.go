@@ -18,7 +18,9 @@
 //     ([DefaultPythonInterpreter], /usr/bin/python3, where Debian's
 //     python3-kubernetes is). The variables go in a 0600 JSON file in a
 //     private temporary directory, removed after the run, never on the
-//     command line.
+//     command line. The run's TMPDIR and Ansible's local and remote
+//     temporary directories are inside it too, so a run killed at its
+//     timeout leaves nothing behind in the system's.
 //   - What the run did is read from structured events, not scraped from
 //     its output: a small callback plugin shipped inside this package
 //     (callback/opkit_events.py, embedded and written next to each run)

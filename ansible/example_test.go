@@ -74,7 +74,9 @@ func ExampleLoadWatches() {
 	meta := vars["ansible_operator_meta"].(map[string]any)
 	fmt.Println(vars["http_port"], vars["replica_count"], meta["namespace"], meta["name"])
 
-	_, err = ansible.LoadWatches(writeFiles(map[string]string{"w.yaml": "- {version: v1, kind: Site, playbook: site.yml, reconcilePeriod: 1m}\n"}) + "/w.yaml")
+	bad := writeFiles(map[string]string{"w.yaml": "- {version: v1, kind: Site, playbook: site.yml, reconcilePeriod: 1m}\n"})
+	defer func() { _ = os.RemoveAll(bad) }()
+	_, err = ansible.LoadWatches(filepath.Join(bad, "w.yaml"))
 	fmt.Println(err != nil)
 	// Output:
 	// Site site.yml 4 1m30s web.example.com/cleanup

@@ -120,8 +120,8 @@ func WithPythonInterpreter(path string) Option { return func(r *Runner) { r.pyth
 func WithKubeconfig(path string) Option { return func(r *Runner) { r.kubeconfig = path } }
 
 // WithEnv adds environment variables ("NAME=value") to the runs, after the
-// operator's own environment and the runner's ANSIBLE_* settings (so they
-// win).
+// operator's own environment and the runner's TMPDIR and ANSIBLE_* settings
+// (so they win).
 func WithEnv(env ...string) Option {
 	return func(r *Runner) { r.env = append(r.env, env...) }
 }
@@ -499,7 +499,15 @@ func (r *Runner) prepare(dir string, obj client.Object, playbook, role string, e
 	if err := os.WriteFile(filepath.Join(cb, "opkit_events.py"), src, 0o600); err != nil {
 		return nil, nil, err
 	}
+	// A module's payload goes to the system temporary directory, and a
+	// module killed at the timeout leaves it there: the run gets one of
+	// its own inside dir, removed with it.
+	tmp := filepath.Join(dir, "system-tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, nil, err
+	}
 	env := append(os.Environ(),
+		"TMPDIR="+tmp,
 		"OPKIT_ANSIBLE_EVENTS="+filepath.Join(dir, "events.jsonl"),
 		"ANSIBLE_CALLBACK_PLUGINS="+joinPath(cb, os.Getenv("ANSIBLE_CALLBACK_PLUGINS")),
 		"ANSIBLE_CALLBACKS_ENABLED="+joinList("opkit_events", os.Getenv("ANSIBLE_CALLBACKS_ENABLED")),

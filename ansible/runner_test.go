@@ -250,6 +250,10 @@ func TestTimeoutKillsTheRunAndNamesTheTask(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	r := newRunner(t, ansible.Watch{Playbook: pb, Timeout: 12 * time.Second}, ansible.WithEventRecorder(rec))
 	obj := demo("d", nil)
+	// A killed module cannot clean up after itself: whatever the run puts
+	// in the temporary directory must go with the run's own.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	start := time.Now()
 	res, err := r.Reconcile(context.Background(), obj)
 	took := time.Since(start)
@@ -267,6 +271,13 @@ func TestTimeoutKillsTheRunAndNamesTheTask(t *testing.T) {
 	}
 	if e := <-rec.Events; !strings.Contains(e, "Warning Timeout") {
 		t.Errorf("event %q", e)
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
+		names := make([]string, 0, len(left))
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the killed run left %v in the temporary directory (%v)", names, err)
 	}
 }
 
