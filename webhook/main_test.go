@@ -97,7 +97,13 @@ type webhookMain struct{ m *testing.M }
 func (w webhookMain) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stopped, err := startManager(ctx)
+	certDir, err := os.MkdirTemp("", "opkit-webhook-certs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(certDir) }()
+	stopped, err := startManager(ctx, certDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -115,12 +121,10 @@ func (w webhookMain) Run() int {
 
 // startManager serves the Gizmo webhooks to the control plane with
 // certificates from a Rotator whose windows are seconds long, so every test
-// in this package runs while serving certificates and CAs rotate.
-func startManager(ctx context.Context) (<-chan error, error) {
-	certDir, err := os.MkdirTemp("", "opkit-webhook-certs-")
-	if err != nil {
-		return nil, err
-	}
+// in this package runs while serving certificates and CAs rotate. They are
+// written to certDir.
+func startManager(ctx context.Context, certDir string) (<-chan error, error) {
+	var err error
 	rotator, err = certs.NewRotator(env.Client,
 		certs.WithCertDir(certDir),
 		certs.WithHosts(certs.LocalHosts()...),
