@@ -347,6 +347,22 @@ func TestUserErrorStallsWithoutRetry(t *testing.T) {
 func TestTimeoutIsReported(t *testing.T) {
 	ctx := e2etest.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
+	// Runs killed at the timeout leave nothing in the temporary directory:
+	// checked after the operator stopped (cleanups run last-in first-out),
+	// its last run with it.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Cleanup(func() {
+		entries, err := os.ReadDir(tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "ansible") || strings.HasPrefix(e.Name(), "opkit-ansible-") {
+				t.Errorf("left in the temporary directory after killed runs: %s", e.Name())
+			}
+		}
+	})
 	r := customRunner(t, `    - name: too slow
       ansible.builtin.command: sleep 60
 `, ansible.Watch{Timeout: 12 * time.Second}) // start-up alone can take ~5 s on a loaded machine
