@@ -15,6 +15,20 @@
 //     labels and annotations are never overwritten; on a failed test (or a
 //     conflict) the object is re-read and the patch rebuilt, at most
 //     [WithMaxAttempts] times, after which the error is returned.
+//     One exception, cheaper for the API server: when N is the object's only
+//     finalizer (and the reconcile that removes it wrote no [Checkpoint]
+//     progress before), it is removed by an update of the object as read
+//     (before the steps ran), conditional on its resourceVersion. The API
+//     server then deletes the stored object instead of storing the update
+//     (the DELETED watch event carries the object as it was stored), so
+//     nothing the update's body lacks — a field T does not know — is lost;
+//     only admission sees that body. If the update loses a race (409:
+//     someone wrote since the read), the object is re-read and the JSON
+//     patch takes over; if it is refused otherwise (invalid — say a
+//     validation rule needs a field T lacks —, forbidden, bad request,
+//     method not allowed), the patch takes over and this Finalizer removes
+//     N by patch from then on. Objects of type *metav1.PartialObjectMetadata,
+//     which cannot be updated, are always patched.
 //  2. Removed only when cleanup is done. N is removed only after every step,
 //     in order, has returned [Done] — which a step must return only once the
 //     external thing is verified gone. Errors, panics (recovered, reported
@@ -38,8 +52,9 @@
 //     step that must not repeat has to detect its own earlier side effect
 //     (look the thing up, or record a marker of its own first).
 //  5. One write per clean delete. When every step finishes in one
-//     reconcile, the only write is the patch that removes N (and the
-//     progress annotation, in the same patch); no status, no event.
+//     reconcile, the only write is the one that removes N (and the progress
+//     annotation, in the same write; an update when N is the only
+//     finalizer, see 1, else a patch); no status, no event.
 //     Progress, conditions and events cost writes only when deletion does
 //     not finish at once.
 //  6. Destructive steps need consent. A step marked [Destructive] runs only

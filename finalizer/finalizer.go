@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -274,6 +275,12 @@ type Finalizer[T client.Object] struct {
 	mu         sync.Mutex
 	seen       map[types.UID]*memo
 	lastPruned time.Time
+
+	// patchOnly is set once the API server refused an update that removes
+	// the last finalizer for a reason a patch may not share (invalid,
+	// forbidden, bad request, method not allowed): from then on, removals
+	// are JSON patches only.
+	patchOnly atomic.Bool
 }
 
 // memo is what this process knows about an object being deleted beyond what

@@ -50,8 +50,11 @@ type Result struct {
 //   - obj is live and has it: no request at all.
 //   - obj is being deleted and has it: runs the steps not yet recorded as
 //     done, in order, and removes the finalizer (and ProgressAnnotation, in
-//     the same patch) once every step reported Done. See the package
-//     documentation for failures, deadlines and destructive steps.
+//     the same write) once every step reported Done: by an update of obj as
+//     read that deletes it when the finalizer is its only one, else (or when
+//     that update is refused) by a JSON patch; see guarantee 1 of the
+//     package documentation, and it for failures, deadlines and destructive
+//     steps.
 //   - obj is being deleted without it, or is gone (404): nothing to do,
 //     no error.
 //   - obj's UID is one this Finalizer removed itself from in the last two
@@ -132,6 +135,13 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 	// Degraded, …) go out in the status write that reports the deletion's
 	// progress, so they are compared against the object before the steps.
 	preConds, _ := conditions.List(obj)
+	// The object as read, for an update that removes the last finalizer: it
+	// must not carry what the steps changed (guarantee 10).
+	var pristine T
+	byUpdate := false
+	if f.updatable(obj) {
+		pristine, byUpdate = obj.DeepCopyObject().(T)
+	}
 	var st *stall
 	for i, s := range f.steps {
 		if slices.Contains(done, s.name) {
@@ -166,11 +176,14 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 			if _, err := f.recordProgress(ctx, obj, done); err != nil {
 				return res, f.wrap(obj, "record progress", err)
 			}
+			// pristine no longer holds the stored object's resourceVersion
+			// (and, after a lost race, perhaps not its finalizers): patch.
+			byUpdate = false
 		}
 	}
 
 	if st == nil {
-		return f.removeFinalizer(ctx, obj)
+		return f.removeFinalizer(ctx, obj, pristine, byUpdate)
 	}
 
 	var errs []error
@@ -257,9 +270,73 @@ func (f *Finalizer[T]) report(ctx context.Context, obj T, m memo, st *stall, fro
 	return false, nil
 }
 
-func (f *Finalizer[T]) removeFinalizer(ctx context.Context, obj T) (Result, error) {
+// updatable reports whether removing N from obj may be an update: N is the
+// only finalizer (the API server deletes the stored object instead of
+// storing the update, so no field the Go type lacks can be lost), the object carries the
+// resourceVersion the update is conditional on, T can be updated at all (a
+// PartialObjectMetadata cannot), and no update was refused before.
+func (f *Finalizer[T]) updatable(obj T) bool {
+	if f.patchOnly.Load() || obj.GetResourceVersion() == "" || obj.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	if _, ok := any(obj).(*metav1.PartialObjectMetadata); ok {
+		return false
+	}
+	fin := obj.GetFinalizers()
+	return len(fin) == 1 && fin[0] == f.name
+}
+
+// removeByUpdate removes N, the only finalizer, from pristine (obj as read,
+// before the steps ran) by one update conditional on its resourceVersion.
+// The API server deletes the stored object instead of storing the update
+// (its DELETED event carries the object as stored). done reports
+// success (obj then holds the server's response); on a lost race obj is
+// re-read, and on any other refusal left as it was, for the patch to take
+// over.
+func (f *Finalizer[T]) removeByUpdate(ctx context.Context, obj, pristine T) (done, gone bool, err error) {
+	pristine.SetFinalizers(nil)
+	if ann := pristine.GetAnnotations(); ann != nil {
+		if _, ok := ann[ProgressAnnotation]; ok {
+			delete(ann, ProgressAnnotation)
+			pristine.SetAnnotations(ann)
+		}
+	}
+	err = f.client.Update(ctx, pristine)
+	switch {
+	case err == nil:
+		restore(obj, pristine)
+		return true, false, nil
+	case isNotFound(err):
+		return false, true, nil
+	case isRace(err):
+		gone, err := f.reread(ctx, obj)
+		return false, gone, err
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
+		// Validation, admission or the resource refuses this update (a
+		// field the Go type lacks may be required, say): patch, now and
+		// from now on.
+		f.patchOnly.Store(true)
+	}
+	return false, false, nil
+}
+
+// removeFinalizer removes N from obj: by an update of pristine when
+// byUpdate (see updatable), else, or when that update was refused, by a
+// JSON patch.
+func (f *Finalizer[T]) removeFinalizer(ctx context.Context, obj, pristine T, byUpdate bool) (Result, error) {
 	since := f.sinceDeletion(obj)
 	removed := false
+	if byUpdate && f.updatable(pristine) {
+		done, gone, err := f.removeByUpdate(ctx, obj, pristine)
+		switch {
+		case err != nil:
+			return Result{Deleting: true}, f.wrap(obj, "remove finalizer", err)
+		case done || gone:
+			f.markFinalized(obj.GetUID())
+			f.observer.Finalized(obj, since)
+			return Result{Deleting: true, Gone: gone, Finalized: done}, nil
+		}
+	}
 	gone, err := f.patch(ctx, obj, func(cur T) []jsonOp {
 		i := slices.Index(cur.GetFinalizers(), f.name)
 		if i < 0 {

@@ -221,6 +221,8 @@ func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 	if _, ok := op.registry.Lookup(ns + "/gone"); !ok {
 		t.Fatal("route not registered before delete")
 	}
+	const webapps = "webapps.apps.example.com"
+	updates, patches := op.requests.Count("update", webapps), op.requests.Count("patch", webapps)
 	if err := env.Client.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +230,11 @@ func TestDeleteRunsFinalizerAndCollectsChildren(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), &webappv1.WebApp{})
 		return apierrors.IsNotFound(err), err
 	})
+	// The finalizer was the WebApp's only one: one update removed it and
+	// deleted the WebApp (finalizer guarantees 1 and 5), no patch.
+	if u, p := op.requests.Count("update", webapps)-updates, op.requests.Count("patch", webapps)-patches; u != 1 || p != 0 {
+		t.Fatalf("deleting wrote %d updates and %d patches of the WebApp, want 1 and 0:\n%s", u, p, op.requests)
+	}
 	if _, ok := op.registry.Lookup(ns + "/gone"); ok {
 		t.Fatal("the finalizer let the WebApp go without releasing its route")
 	}
