@@ -76,14 +76,20 @@ func meddlingStep(_ context.Context, g *Gadget) (finalizer.StepResult, error) {
 	return finalizer.Done(), nil
 }
 
-func TestLastFinalizerIsRemovedByOneUpdateThatDeletes(t *testing.T) {
-	ns := env.Namespace(t)
-	ctx := testCtx(t)
+// meddlingFinalizer returns a namespace, a context and a Finalizer of
+// Gadgets with meddlingStep on a client whose requests are counted.
+func meddlingFinalizer(t *testing.T) (string, context.Context, *finalizer.Finalizer[*Gadget], *testenv.RequestCounter) {
+	t.Helper()
 	c, counter := countedClient(t)
 	f, err := finalizer.New[*Gadget](c, ours, finalizer.WithStep("meddle", meddlingStep))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env.Namespace(t), testCtx(t), f, counter
+}
+
+func TestLastFinalizerIsRemovedByOneUpdateThatDeletes(t *testing.T) {
+	ns, ctx, f, counter := meddlingFinalizer(t)
 	g := newRichGadget(t, ns, "last", map[string]any{"size": int64(3), "note": "the user's"}, ours)
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -139,13 +145,7 @@ func TestLastFinalizerIsRemovedByOneUpdateThatDeletes(t *testing.T) {
 }
 
 func TestRemovalKeepsUnknownFieldsWhileOtherFinalizersRemain(t *testing.T) {
-	ns := env.Namespace(t)
-	ctx := testCtx(t)
-	c, counter := countedClient(t)
-	f, err := finalizer.New[*Gadget](c, ours, finalizer.WithStep("meddle", meddlingStep))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, ctx, f, counter := meddlingFinalizer(t)
 	const other = "other.example.com/keep"
 	g := newRichGadget(t, ns, "shared", map[string]any{"size": int64(3), "note": "the user's"}, other, ours)
 	deleteObj(t, g)
@@ -167,13 +167,7 @@ func TestRemovalKeepsUnknownFieldsWhileOtherFinalizersRemain(t *testing.T) {
 }
 
 func TestStaleViewOfTheLastFinalizerIsRetriedAsPatch(t *testing.T) {
-	ns := env.Namespace(t)
-	ctx := testCtx(t)
-	c, counter := countedClient(t)
-	f, err := finalizer.New[*Gadget](c, ours, finalizer.WithStep("meddle", meddlingStep))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, ctx, f, counter := meddlingFinalizer(t)
 	g := newRichGadget(t, ns, "raced", map[string]any{"size": int64(3), "note": "the user's"}, ours)
 	deleteObj(t, g)
 	stale := get(t, g)
@@ -201,13 +195,7 @@ func TestStaleViewOfTheLastFinalizerIsRetriedAsPatch(t *testing.T) {
 }
 
 func TestRefusedUpdateFallsBackToPatchFromThenOn(t *testing.T) {
-	ns := env.Namespace(t)
-	ctx := testCtx(t)
-	c, counter := countedClient(t)
-	f, err := finalizer.New[*Gadget](c, ours, finalizer.WithStep("meddle", meddlingStep))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, ctx, f, counter := meddlingFinalizer(t)
 	// The CRD refuses an update that drops spec.color, which Gadget lacks.
 	first := newRichGadget(t, ns, "first", map[string]any{"color": "red"}, ours)
 	second := newRichGadget(t, ns, "second", map[string]any{"color": "blue"}, ours)
