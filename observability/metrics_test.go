@@ -126,18 +126,31 @@ func parseScrape(t testing.TB, body []byte) map[string][]series {
 	return out
 }
 
+// sum adds the values of family name's series whose labels include want.
+func sum(fams map[string][]series, name string, want map[string]string) float64 {
+	var total float64
+	for _, s := range fams[name] {
+		if hasLabels(s, want) {
+			total += s.value
+		}
+	}
+	return total
+}
+
+func hasLabels(s series, want map[string]string) bool {
+	for k, v := range want {
+		if s.labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // value returns the series of family name whose labels include want, or fails.
 func value(t testing.TB, fams map[string][]series, name string, want map[string]string) series {
 	t.Helper()
 	for _, s := range fams[name] {
-		match := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
+		if hasLabels(s, want) {
 			return s
 		}
 	}
@@ -198,13 +211,19 @@ func TestMetricsEndpointServesDocumentedSeriesAndPassesLint(t *testing.T) {
 	var fams map[string][]series
 	var body []byte
 	// 3 ok + terminal + conflict (fails) + conflict retry = 6 reconciles.
+	// Wait until every family that counts reconciles has all 6 in one
+	// scrape: the registry gathers families concurrently, and
+	// controller-runtime counts a reconcile after Wrap has, so a scrape taken
+	// as the last reconcile ends can hold 6 in one family and 5 in another.
 	eventually(t, 30*time.Second, "6 reconciles counted", func() (bool, error) {
 		var err error
 		if fams, body, err = scrape(); err != nil {
 			return false, err
 		}
-		s := value(t, fams, "opkit_reconcile_duration_seconds", map[string]string{"controller": name})
-		return s.value == 6, fmt.Errorf("count %v", s.value)
+		d := value(t, fams, "opkit_reconcile_duration_seconds", map[string]string{"controller": name}).value
+		o := sum(fams, "opkit_reconcile_total", map[string]string{"controller": name})
+		cr := sum(fams, "controller_runtime_reconcile_total", map[string]string{"controller": name})
+		return d == 6 && o == 6 && cr == 6, fmt.Errorf("duration count %v, opkit_reconcile_total %v, controller_runtime_reconcile_total %v", d, o, cr)
 	})
 	c := map[string]string{"controller": name}
 	with := func(kv ...string) map[string]string {
