@@ -301,7 +301,7 @@ func (b *builder) build(ctx context.Context, dir string, bins []string) error {
 	var steps []step
 	if slices.Contains(bins, Etcd) {
 		steps = append(steps, step{"etcd " + v.Etcd, func() error {
-			return b.goBuild(ctx, filepath.Join(work, "etcd"), "go.etcd.io/etcd/server/v3", v.Etcd, nil, "", out, "go.etcd.io/etcd/server/v3")
+			return b.goBuild(ctx, filepath.Join(work, "etcd"), "go.etcd.io/etcd/server/v3", v.Etcd, nil, stripDebug, out, "go.etcd.io/etcd/server/v3")
 		}})
 	}
 	if len(kube) > 0 {
@@ -319,7 +319,7 @@ func (b *builder) build(ctx context.Context, dir string, bins []string) error {
 	}
 	if slices.Contains(bins, Kwok) {
 		steps = append(steps, step{"kwok " + v.Kwok, func() error {
-			return b.goBuild(ctx, filepath.Join(work, "kwok"), "sigs.k8s.io/kwok", v.Kwok, nil, "", out, "sigs.k8s.io/kwok/cmd/kwok")
+			return b.goBuild(ctx, filepath.Join(work, "kwok"), "sigs.k8s.io/kwok", v.Kwok, nil, stripDebug, out, "sigs.k8s.io/kwok/cmd/kwok")
 		}})
 	}
 	steps = append(steps, step{"verify --version", func() error { return verify(ctx, out, v, bins) }})
@@ -350,6 +350,11 @@ func stagingVersion(k8s string) (string, error) {
 	return "v0." + strings.TrimPrefix(k8s, "v1."), nil
 }
 
+// stripDebug are the linker flags every binary is built with: no symbol
+// table and no DWARF. Tests never debug the control plane, and the linker's
+// DWARF pass is a serial part of a cold build.
+const stripDebug = "-s -w"
+
 func kubernetesLDFlags(k8s string) string {
 	parts := strings.SplitN(strings.TrimPrefix(k8s, "v"), ".", 3)
 	var flags []string
@@ -362,7 +367,7 @@ func kubernetesLDFlags(k8s string) string {
 			// A fixed date keeps the build reproducible bit for bit.
 			"-X "+pkg+".buildDate=1970-01-01T00:00:00Z")
 	}
-	return "-s -w " + strings.Join(flags, " ")
+	return stripDebug + " " + strings.Join(flags, " ")
 }
 
 // kubernetesReplaces reads k8s.io/kubernetes's own go.mod and turns each replace
