@@ -90,7 +90,12 @@
 //     view from before the deletion (a lagging cache can serve one after a
 //     re-read past the cache found the deletion and finished it): the
 //     caller's normal logic never runs again for it and cannot recreate
-//     what the steps released.
+//     what the steps released. The same holds for an object found gone, and
+//     for a deletion still under way in this process (steps ran, a later one
+//     waits or the removal of N was refused): a view of that UID without a
+//     deletionTimestamp reports Deleting with a one-second requeue, with no
+//     request, so the caller cannot undo a step that is remembered as done
+//     and will not run again.
 //
 // Assumptions: the object is not edited to remove N by hand while cleanup
 // runs (that deletes it without cleanup, which the API allows); conditions

@@ -286,6 +286,10 @@ type Finalizer[T client.Object] struct {
 // memo is what this process knows about an object being deleted beyond what
 // the (possibly stale) object passed to Reconcile shows.
 type memo struct {
+	// deleting: this process saw the object with a deletionTimestamp and
+	// this finalizer (a deletion is never undone, so a later view without
+	// the timestamp is stale).
+	deleting        bool
 	done            []string
 	stuckReported   bool
 	blockedReported string

@@ -897,3 +897,59 @@ func TestFinishedDeletionStaysFinishedForStaleViews(t *testing.T) {
 		t.Fatalf("release ran %d times, want 1", n)
 	}
 }
+
+// The same lagging cache, when the deletion found past the cache did not
+// finish: a step ran (and is remembered as done) and a later one waits. A
+// view with the finalizer and no deletionTimestamp is stale then too; before
+// the fix Reconcile returned Deleting false for it, the caller ran its
+// normal logic again (the webapp example registered its route again, seen
+// in the chaos suite under API Priority and Fairness), and the finished
+// step was not run again when the deletion went on: the route leaked.
+func TestUnfinishedDeletionIsNotUndoneByStaleViews(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	c, counter := countedClient(t)
+	s := newSteps()
+	f, err := finalizer.New[*Gadget](c, ours,
+		step[*Gadget](s, "release", always(finalizer.Done(), nil)),
+		step[*Gadget](s, "drain", func(call int) (finalizer.StepResult, error) {
+			if call == 1 {
+				return finalizer.RequeueAfter(time.Second), nil
+			}
+			return finalizer.Done(), nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGadget(t, ns, "lagging-unfinished")
+	beforeFinalizer := get(t, g).DeepCopy()
+	if res, err := f.Reconcile(ctx, get(t, g)); err != nil || res.Deleting {
+		t.Fatalf("add: %+v, %v", res, err)
+	}
+	withFinalizer := get(t, g).DeepCopy()
+	deleteObj(t, g)
+
+	res, err := f.Reconcile(ctx, beforeFinalizer.DeepCopy())
+	if err != nil || !res.Deleting || res.Finalized || res.RequeueAfter == 0 {
+		t.Fatalf("from the view before the finalizer: %+v, %v; want release done and drain waiting", res, err)
+	}
+	counter.Reset()
+	res, err = f.Reconcile(ctx, withFinalizer.DeepCopy())
+	if err != nil || !res.Deleting {
+		t.Fatalf("stale view (finalizers %v, no deletionTimestamp) while the deletion goes on: %+v, %v; want Deleting",
+			withFinalizer.Finalizers, res, err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Fatalf("stale view while the deletion goes on: %+v; want a requeue (the cache may not deliver the deletion's event again)", res)
+	}
+	if counter.Total() != 0 {
+		t.Fatalf("a stale view sent requests:\n%s", counter)
+	}
+	res, err = f.Reconcile(ctx, get(t, g))
+	if err != nil || !res.Deleting || !res.Finalized {
+		t.Fatalf("the current view: %+v, %v; want the deletion finished", res, err)
+	}
+	if n, _ := s.get("release"); n != 1 {
+		t.Fatalf("release ran %d times, want 1", n)
+	}
+}

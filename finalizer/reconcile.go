@@ -57,13 +57,19 @@ type Result struct {
 //     steps.
 //   - obj is being deleted without it, or is gone (404): nothing to do,
 //     no error.
-//   - obj's UID is one this Finalizer removed itself from in the last two
-//     minutes, read again from a cache that lags, with or without a
-//     deletionTimestamp: Deleting (the object is being deleted or gone), no
-//     request. A view from before the deletion is possible when a re-read
-//     past the cache found the deletion and this Finalizer finished it there
-//     and then; running the normal logic on it would recreate what the steps
-//     released.
+//   - obj's UID is one this Finalizer removed itself from, or found gone,
+//     in the last two minutes, read again from a cache that lags, with or
+//     without a deletionTimestamp: Deleting (the object is being deleted or
+//     gone), no request. A view from before the deletion is possible when a
+//     re-read past the cache found the deletion and this Finalizer finished
+//     it there and then; running the normal logic on it would recreate what
+//     the steps released.
+//   - obj's UID is one whose deletion this Finalizer has under way (it saw
+//     the UID with a deletionTimestamp and its finalizer, and did not
+//     finish), read from a cache that lags without the deletionTimestamp:
+//     Deleting with a one-second requeue, no request. Running the normal
+//     logic on such a view would undo a step that is remembered as done and
+//     is not run again.
 //
 // An error is returned for a failing step (wrapped, with the step name: the
 // workqueue retries with backoff) and for API errors other than 404.
@@ -77,6 +83,13 @@ func (f *Finalizer[T]) Reconcile(ctx context.Context, obj T) (Result, error) {
 		return Result{Deleting: true}, nil
 	}
 	if obj.GetDeletionTimestamp().IsZero() {
+		if m, _ := f.memoFor(obj.GetUID()); m.deleting && obj.GetUID() != "" {
+			// The deletion of this UID is under way here (a re-read past a
+			// lagging cache found it, and a step may have run): this view
+			// is from before it. Acting on it as live would undo what the
+			// steps did, and they are not run again. Wait for the cache.
+			return Result{Deleting: true, Result: reconcile.Result{RequeueAfter: staleViewRequeue}}, nil
+		}
 		if slices.Contains(obj.GetFinalizers(), f.name) {
 			return Result{}, nil
 		}
@@ -127,6 +140,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 		return res, nil
 	}
 	uid := obj.GetUID()
+	f.update(uid, func(m *memo) { m.deleting = true })
 	m, _ := f.memoFor(uid) // a finalized UID returned in Reconcile already
 	recorded := parseProgress(obj.GetAnnotations()[ProgressAnnotation])
 	done := union(recorded, m.done)
@@ -196,7 +210,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 			errs = append(errs, fmt.Errorf("record progress: %w", err))
 		}
 		if gone {
-			f.forget(uid)
+			f.markFinalized(uid) // gone: stale views of it are ignored like those of a finished deletion
 			return Result{Deleting: true, Gone: true}, nil
 		}
 	}
@@ -206,7 +220,7 @@ func (f *Finalizer[T]) finalize(ctx context.Context, obj T) (Result, error) {
 		errs = append(errs, err)
 	}
 	if gone {
-		f.forget(uid)
+		f.markFinalized(uid)
 		return Result{Deleting: true, Gone: true}, nil
 	}
 	if len(errs) > 0 {
@@ -610,7 +624,7 @@ func (f *Finalizer[T]) memoFor(uid types.UID) (memo, bool) {
 	if !ok {
 		return memo{}, false
 	}
-	return memo{done: slices.Clone(m.done), stuckReported: m.stuckReported, blockedReported: m.blockedReported}, !m.finalizedAt.IsZero()
+	return memo{deleting: m.deleting, done: slices.Clone(m.done), stuckReported: m.stuckReported, blockedReported: m.blockedReported}, !m.finalizedAt.IsZero()
 }
 
 func (f *Finalizer[T]) update(uid types.UID, fn func(*memo)) {
@@ -628,11 +642,10 @@ func (f *Finalizer[T]) remember(uid types.UID, done []string) {
 	f.update(uid, func(m *memo) { m.done = union(m.done, done) })
 }
 
-func (f *Finalizer[T]) forget(uid types.UID) {
-	f.mu.Lock()
-	delete(f.seen, uid)
-	f.mu.Unlock()
-}
+// staleViewRequeue is the requeue for a view from before a deletion this
+// process is carrying out: the cache's event for the deletion normally
+// reconciles sooner.
+const staleViewRequeue = time.Second
 
 // finalizedRetention is how long a finalized UID is remembered, to ignore
 // stale cached copies of an object that is already gone.

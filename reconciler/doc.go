@@ -14,9 +14,10 @@
 //     lock-safe) before any child is created, and a deleting object runs only
 //     the finalizer flow: cleanup steps, then finalizer removal. The normal
 //     steps never run on a deleting object, nor on any view of an object
-//     whose finalizer this reconciler removed, even one a lagging cache
-//     serves from before the deletion (finalizer guarantee 11): what the
-//     cleanup released is not created again.
+//     whose finalizer this reconciler removed or whose deletion it has under
+//     way, even one a lagging cache serves from before the deletion
+//     (finalizer guarantee 11): what the cleanup released is not created
+//     again.
 //   - Children are ensured through [ensure.Ensurer]: a steady state costs zero
 //     API requests, a field the operator stops declaring is removed from the
 //     child (fields other actors own are kept), and children no longer

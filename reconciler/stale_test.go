@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -218,21 +220,52 @@ func TestChildDeletedSoonAfterCreateIsCreatedAgain(t *testing.T) {
 // the status step again (twice, for two stale views): `status step ran 2 time(s)
 // after the release`.
 func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
+	staleViewsAfterTheRelease(t, "released", false)
+}
+
+// The same lagging cache, when the removal of the finalizer after the
+// release is refused (API Priority and Fairness answers 429): the deletion
+// is under way, not finished, and the release is remembered as done, so it
+// is not run again when the deletion goes on. A stale view without the
+// deletionTimestamp must not run the status step then either, or the route
+// it registers outlives the object. Before the fix: `status step ran 2
+// time(s) after the release`.
+func TestNoStatusStepFromAStaleViewWhileTheDeletionIsUnderWay(t *testing.T) {
+	staleViewsAfterTheRelease(t, "refused", true)
+}
+
+// staleViewsAfterTheRelease runs the scenarios above; refuseRemoval makes
+// the API refuse the first removal of the finalizer with a 429.
+func staleViewsAfterTheRelease(t *testing.T, name string, refuseRemoval bool) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	real, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	const fin = "test.opkit.dev/route"
 	var (
-		mu     sync.Mutex
-		serve  []*Gadget // what the next Gets of the Gadget return, in order; live once empty
-		events []string
+		mu      sync.Mutex
+		serve   []*Gadget // what the next Gets of the Gadget return, in order; live once empty
+		events  []string
+		refuse  = refuseRemoval
+		refused int
 	)
 	record := func(e string) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
+	}
+	// removal reports whether a write removes the finalizer: an update of
+	// the Gadget without it, or a JSON patch that removes something.
+	refuseNow := func(removal bool) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !removal || !refuse {
+			return nil
+		}
+		refused++
+		return apierrors.NewTooManyRequests("throttled by the test", 1)
 	}
 	c := interceptor.NewClient(real, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -246,9 +279,24 @@ func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
 			serve = serve[1:]
 			return nil
 		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if err := refuseNow(!slices.Contains(obj.GetFinalizers(), fin)); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			if err := refuseNow(patch.Type() == types.JSONPatchType && strings.Contains(string(data), `"op":"remove"`)); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
 	})
-	const fin = "test.opkit.dev/route"
-	r, err := reconciler.ForClient(c, "gadget-released", newGadget).
+	r, err := reconciler.ForClient(c, "gadget-"+name, newGadget).
 		Finalizer(fin, finalizer.WithStep("release-route", func(context.Context, *Gadget) (finalizer.StepResult, error) {
 			record("release")
 			return finalizer.Done(), nil
@@ -261,7 +309,7 @@ func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "released"}, Spec: GadgetSpec{Value: "one"}})
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: GadgetSpec{Value: "one"}})
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
 	beforeFinalizer := &Gadget{}
 	if err := env.Client.Get(ctx, req.NamespacedName, beforeFinalizer); err != nil {
@@ -284,31 +332,56 @@ func TestNoStatusStepFromAStaleViewAfterTheRelease(t *testing.T) {
 	serve = []*Gadget{beforeFinalizer}
 	events = nil
 	mu.Unlock()
+	res, err := r.Reconcile(ctx, req)
+	gerr := env.Client.Get(ctx, req.NamespacedName, &Gadget{})
+	mu.Lock()
+	if refuseRemoval {
+		// A 429 is retried after the delay it names, not returned as an error.
+		if refused == 0 || gerr != nil || (err == nil && res.RequeueAfter <= 0) {
+			t.Fatalf("the reconcile whose removal was refused: %+v, error %v, refusals %d, get %v; want a retry and the object still there", res, err, refused, gerr)
+		}
+	} else if err != nil || !apierrors.IsNotFound(gerr) {
+		t.Fatalf("the reconcile from the view before the finalizer did not finish the deletion: error %v, get = %v, events %v", err, gerr, events)
+	}
+	if !slices.Equal(events, []string{"release"}) {
+		t.Fatalf("the reconcile from the view before the finalizer: events %v, want [release]", events)
+	}
+	serve = []*Gadget{withFinalizer, withFinalizer}
+	events = nil
+	refuse = false
+	mu.Unlock()
+	var errs []error
+	for range 2 {
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if refuseRemoval && res.RequeueAfter <= 0 {
+			t.Errorf("a stale view while the deletion is under way: %+v; want a requeue", res)
+		}
+	}
+	mu.Lock()
+	n, got := len(events), slices.Clone(events)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("status step ran %d time(s) after the release (events %v; errors %v): a stale view was reconciled as live", n, got, errs)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("reconciles of a stale view: %v", errs)
+	}
+	if !refuseRemoval {
+		return
+	}
+	// The current view: the deletion goes on without releasing again.
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Get(ctx, req.NamespacedName, &Gadget{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the reconcile from the view before the finalizer did not finish the deletion: get = %v, events %v", err, events)
-	}
-	mu.Lock()
-	if !slices.Equal(events, []string{"release"}) {
-		t.Fatalf("the reconcile that finished the deletion: events %v, want [release]", events)
-	}
-	serve = []*Gadget{withFinalizer, withFinalizer}
-	events = nil
-	mu.Unlock()
-	var errs []error
-	for range 2 {
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			errs = append(errs, err)
-		}
+		t.Fatalf("the deletion did not finish once the cache caught up: get = %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if n := len(events); n != 0 {
-		t.Fatalf("status step ran %d time(s) after the release (events %v; errors %v): a stale view of a finalized object was reconciled as live", n, events, errs)
-	}
-	if len(errs) > 0 {
-		t.Fatalf("reconciles of a stale view of a finalized object: %v", errs)
+	if len(events) != 0 {
+		t.Fatalf("the reconcile that finished the deletion: events %v, want none (the release is remembered as done)", events)
 	}
 }
