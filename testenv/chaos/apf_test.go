@@ -277,9 +277,7 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 		t.Errorf("lost %v, duplicates %v", v.lost, v.duplicates)
 	}
 	// Still throttled: a converged operator must be quiet, and idempotent.
-	quiet := mon.Mark()
-	time.Sleep(p.quietWindow)
-	if err := mon.CheckNoHotLoop(quiet, p.maxQuiet); err != nil {
+	if err := checkQuiet(t, mon, ns, p.quietWindow, p.maxQuiet); err != nil {
 		t.Error(err)
 	}
 	if live := ld.live(); len(live) > 0 {

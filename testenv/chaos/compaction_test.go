@@ -160,9 +160,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 		// state once they hold what the server holds.
 		caughtUp := waitCachesCaughtUp(t, op, ns, p.converge, 100*time.Millisecond)
 		t.Logf("round %d: converged %.1fs after the outage ended; the operator's caches caught up %.1fs after that", round+1, recovery.Seconds(), caughtUp.Seconds())
-		quiet := mon.Mark()
-		time.Sleep(p.quietWindow)
-		if err := mon.CheckNoHotLoop(quiet, p.maxQuiet); err != nil {
+		if err := checkQuiet(t, mon, ns, p.quietWindow, p.maxQuiet); err != nil {
 			t.Errorf("round %d: %v", round+1, err)
 		}
 		if live := ld.live(); len(live) > 0 {

@@ -435,9 +435,7 @@ func TestSoakAtScale(t *testing.T) {
 			if len(v.duplicates) > 0 || len(v.lost) > 0 {
 				t.Errorf("%s: lost %v, duplicates %v", f.name, head(v.lost, 10), head(v.duplicates, 10))
 			}
-			quiet := mon.Mark()
-			time.Sleep(p.quiet)
-			if err := mon.CheckNoHotLoop(quiet, p.maxQuiet); err != nil {
+			if err := checkQuiet(t, mon, ns, p.quiet, p.maxQuiet); err != nil {
 				t.Errorf("%s: %v", f.name, err)
 			}
 		}
