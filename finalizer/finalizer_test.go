@@ -867,13 +867,7 @@ func TestFinishedDeletionStaysFinishedForStaleViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGadget(t, ns, "lagging")
-	beforeFinalizer := get(t, g).DeepCopy()
-	if res, err := f.Reconcile(ctx, get(t, g)); err != nil || res.Deleting {
-		t.Fatalf("add: %+v, %v", res, err)
-	}
-	withFinalizer := get(t, g).DeepCopy()
-	deleteObj(t, g)
+	g, beforeFinalizer, withFinalizer := deletedWithLaggingViews(ctx, t, f, ns, "lagging")
 
 	res, err := f.Reconcile(ctx, beforeFinalizer)
 	if err != nil || !res.Deleting || !res.Finalized {
@@ -921,13 +915,7 @@ func TestUnfinishedDeletionIsNotUndoneByStaleViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGadget(t, ns, "lagging-unfinished")
-	beforeFinalizer := get(t, g).DeepCopy()
-	if res, err := f.Reconcile(ctx, get(t, g)); err != nil || res.Deleting {
-		t.Fatalf("add: %+v, %v", res, err)
-	}
-	withFinalizer := get(t, g).DeepCopy()
-	deleteObj(t, g)
+	g, beforeFinalizer, withFinalizer := deletedWithLaggingViews(ctx, t, f, ns, "lagging-unfinished")
 
 	res, err := f.Reconcile(ctx, beforeFinalizer.DeepCopy())
 	if err != nil || !res.Deleting || res.Finalized || res.RequeueAfter == 0 {
@@ -952,4 +940,20 @@ func TestUnfinishedDeletionIsNotUndoneByStaleViews(t *testing.T) {
 	if n, _ := s.get("release"); n != 1 {
 		t.Fatalf("release ran %d times, want 1", n)
 	}
+}
+
+// deletedWithLaggingViews creates a Gadget, lets f add its finalizer, deletes
+// the Gadget, and returns it with the two views a lagging cache can still
+// serve: from before the finalizer was added, and with it but without the
+// deletionTimestamp.
+func deletedWithLaggingViews(ctx context.Context, t *testing.T, f *finalizer.Finalizer[*Gadget], ns, name string) (g, beforeFinalizer, withFinalizer *Gadget) {
+	t.Helper()
+	g = newGadget(t, ns, name)
+	beforeFinalizer = get(t, g).DeepCopy()
+	if res, err := f.Reconcile(ctx, get(t, g)); err != nil || res.Deleting {
+		t.Fatalf("add: %+v, %v", res, err)
+	}
+	withFinalizer = get(t, g).DeepCopy()
+	deleteObj(t, g)
+	return g, beforeFinalizer, withFinalizer
 }
