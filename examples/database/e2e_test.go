@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -15,8 +16,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,6 +156,45 @@ func (tl *timeline) snapshot() []event {
 	return append([]event(nil), tl.events...)
 }
 
+// caughtUp waits until the timeline holds every Database, Pod and
+// StatefulSet in ns as a read from the API server finds it now (an event
+// with the object's current resourceVersion) and a Deleted event for each
+// Database named in gone. A watch delivers its events in order but after
+// the write: a test that has seen a state by a GET must wait for it here
+// before it reads the timeline, or it races the watch (the upgrade test
+// once saw "Ready → BackingUp → Upgrading", its last Ready still in
+// flight).
+func (tl *timeline) caughtUp(t *testing.T, ns string, gone ...string) {
+	t.Helper()
+	ctx := e2etest.Context(t, time.Minute)
+	want := map[string]bool{} // kind/name@resourceVersion
+	for kind, list := range map[string]client.ObjectList{"Database": &dbv1.DatabaseList{}, "Pod": &corev1.PodList{}, "StatefulSet": &appsv1.StatefulSetList{}} {
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			want[kind+"/"+obj.GetName()+"@"+obj.GetResourceVersion()] = true
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range gone {
+		want["Database/"+name+"@deleted"] = true
+	}
+	e2etest.WaitFor(t, 30*time.Second, "the watches to deliver what a read finds", func() (bool, error) {
+		missing := maps.Clone(want)
+		for _, e := range tl.snapshot() {
+			delete(missing, e.kind+"/"+e.obj.GetName()+"@"+e.obj.GetResourceVersion())
+			if e.typ == watch.Deleted {
+				delete(missing, e.kind+"/"+e.obj.GetName()+"@deleted")
+			}
+		}
+		return len(missing) == 0, fmt.Errorf("not delivered yet: %v", slices.Sorted(maps.Keys(missing)))
+	})
+}
+
 // phases returns the distinct consecutive phases the timeline saw for db.
 func (tl *timeline) phases(name string) []string {
 	var out []string
@@ -176,6 +218,7 @@ func TestCreateBecomesReadyThroughProvisioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, db, "Ready")
+	tl.caughtUp(t, ns)
 
 	if got, want := strings.Join(tl.phases("orders"), " → "), "Pending → Provisioning → Ready"; got != want {
 		t.Fatalf("phases %q, want %q", got, want)
@@ -248,6 +291,7 @@ func TestUpgradeBacksUpThenRollsOneReplicaAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, db, "Ready")
+	tl.caughtUp(t, ns)
 
 	if got, want := strings.Join(tl.phases("orders"), " → "), "Ready → BackingUp → Upgrading → Ready"; got != want {
 		t.Fatalf("phases %q, want %q", got, want)
@@ -427,6 +471,7 @@ func TestDeleteTakesFinalBackupUnlessWaived(t *testing.T) {
 			return apierrors.IsNotFound(err), err
 		})
 	}
+	tl.caughtUp(t, ns, kept.Name, waived.Name)
 
 	b, ok := op.catalog.Find(ns+"/kept", string(kept.UID), backup.ReasonFinal)
 	if !ok || b.Version != "v1" || b.ID != "kept-backup-final" {
