@@ -108,6 +108,12 @@ type timeline struct {
 	events []event
 }
 
+// watchedKinds are the kinds a timeline records, each with an empty list of
+// that kind.
+func watchedKinds() map[string]client.ObjectList {
+	return map[string]client.ObjectList{"Database": &dbv1.DatabaseList{}, "Pod": &corev1.PodList{}, "StatefulSet": &appsv1.StatefulSetList{}}
+}
+
 func watchNamespace(t *testing.T, ns string) *timeline {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
@@ -117,7 +123,7 @@ func watchNamespace(t *testing.T, ns string) *timeline {
 	tl := &timeline{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for kind, list := range map[string]client.ObjectList{"Database": &dbv1.DatabaseList{}, "Pod": &corev1.PodList{}, "StatefulSet": &appsv1.StatefulSetList{}} {
+	for kind, list := range watchedKinds() {
 		w, err := wc.Watch(ctx, list, client.InNamespace(ns))
 		if err != nil {
 			cancel()
@@ -168,7 +174,7 @@ func (tl *timeline) caughtUp(t *testing.T, ns string, gone ...string) {
 	t.Helper()
 	ctx := e2etest.Context(t, time.Minute)
 	want := map[string]bool{} // kind/name@resourceVersion
-	for kind, list := range map[string]client.ObjectList{"Database": &dbv1.DatabaseList{}, "Pod": &corev1.PodList{}, "StatefulSet": &appsv1.StatefulSetList{}} {
+	for kind, list := range watchedKinds() {
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
