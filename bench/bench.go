@@ -1088,6 +1088,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// Render rewrites report.md and the charts in dir from its report.json, as
+// the version of this package that runs it would have written them: a
+// figure or table added since the run was measured appears where the
+// run's results hold what it needs (n/a where they do not). report.json is
+// read, not written.
+func Render(dir string) (*Report, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{}
+	if err := json.Unmarshal(data, rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
+	}
+	for _, res := range rep.Results {
+		res.Reconciles = math.NaN()
+		if res.ReconcileCount != nil {
+			res.Reconciles = *res.ReconcileCount
+		}
+	}
+	charts, err := writeCharts(rep, dir)
+	if err != nil {
+		return nil, err
+	}
+	return rep, os.WriteFile(filepath.Join(dir, "report.md"), []byte(markdown(rep, charts)), 0o644)
+}
+
 func write(rep *Report, dir string) error {
 	for _, res := range rep.Results {
 		if !math.IsNaN(res.Reconciles) {

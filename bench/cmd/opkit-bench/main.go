@@ -58,7 +58,16 @@ func run() error {
 	heapProfiles := flag.String("heapprofiles", "", "write a heap profile of this process after each contender's restart heap measurement (heap-<contender>-<N>.pprof) into this directory (allocations are then sampled every 4 KiB, not 512 KiB)")
 	phaseProfiles := flag.String("phaseprofiles", "", "write the CPU profile of each measured phase (cpu-<scenario>-<contender>-<N>.pprof, the one its CPU figures come from) and the kube-apiserver's over the same phase (cpu-apiserver-<scenario>-<contender>-<N>.pprof) into this directory; not with --cpuprofile")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of converge,restart,churn,delete,sharding (sharding runs for opkit only)")
+	render := flag.String("render", "", "measure nothing: rewrite report.md and the charts of an earlier run's directory from its report.json, with this version's tables and figures")
 	flag.Parse()
+	if *render != "" {
+		rep, err := bench.Render(*render)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("rendered %s/report.md (%d results)\n", *render, len(rep.Results))
+		return nil
+	}
 
 	mode, s := "default", bench.Default()
 	switch {
