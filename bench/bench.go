@@ -1108,11 +1108,7 @@ func Render(dir string) (*Report, error) {
 			res.Reconciles = *res.ReconcileCount
 		}
 	}
-	charts, err := writeCharts(rep, dir)
-	if err != nil {
-		return nil, err
-	}
-	return rep, os.WriteFile(filepath.Join(dir, "report.md"), []byte(markdown(rep, charts)), 0o644)
+	return rep, writeMarkdown(rep, dir)
 }
 
 func write(rep *Report, dir string) error {
@@ -1128,6 +1124,11 @@ func write(rep *Report, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
 		return err
 	}
+	return writeMarkdown(rep, dir)
+}
+
+// writeMarkdown writes rep's charts and report.md into dir.
+func writeMarkdown(rep *Report, dir string) error {
 	charts, err := writeCharts(rep, dir)
 	if err != nil {
 		return err

@@ -15,13 +15,28 @@ type scaleFigure struct {
 	per string
 }
 
-// at is f's value for contender at size in rep, or NaN.
+// at is f's value for contender at size in rep, or NaN (also for f.per
+// itself, whose figure over its own is 1 by definition).
 func (f scaleFigure) at(rep *Report, size int, contender string) float64 {
 	v := valueAt(rep, size, f.scenario, contender, f.get)
 	if f.per != "" {
+		if contender == f.per {
+			return math.NaN()
+		}
 		v /= valueAt(rep, size, f.scenario, f.per, f.get)
 	}
 	return v
+}
+
+// cpuOverCeiling is the contender's CPU per converged CR over the
+// ceiling's at the same N. The ceiling's client loop does the same fixed
+// work per CR at every size (no cache, no watch, no reads), so its CPU per
+// CR measures what one request's client work costs on this machine at that
+// size; a contender's CPU per CR over it is the contender's own cost with
+// the machine's drift (a larger control plane and heap sharing two cores)
+// taken out.
+func cpuOverCeiling() scaleFigure {
+	return scaleFigure{ScenarioConverge, "operator CPU per converged CR ÷ the ceiling's at the same N", "×", "scaling-cpu-relative.svg", perObj(cpuMs), Ceiling}
 }
 
 // scaleFigures are the figures that should stay flat as N grows: what one
@@ -31,13 +46,7 @@ func scaleFigures() []scaleFigure {
 		{ScenarioRestart, "heap MiB per 1,000 CR bundles", "MiB", "scaling-heap.svg", mib, ""},
 		{ScenarioConverge, "writes per converged CR", "writes", "scaling-writes.svg", perObj(writes), ""},
 		{ScenarioConverge, "operator CPU ms per converged CR", "ms", "scaling-cpu.svg", perObj(cpuMs), ""},
-		// The ceiling's client loop does the same fixed work per CR at
-		// every size (no cache, no watch, no reads), so its CPU per CR
-		// measures what one request's client work costs on this machine at
-		// that size; a contender's CPU per CR over it is the contender's
-		// own cost with the machine's drift (a larger control plane and
-		// heap sharing two cores) taken out.
-		{ScenarioConverge, "operator CPU per converged CR ÷ the ceiling's at the same N", "×", "scaling-cpu-relative.svg", perObj(cpuMs), Ceiling},
+		cpuOverCeiling(),
 	}
 }
 
@@ -68,12 +77,8 @@ func scalingMarkdown(b *strings.Builder, rep *Report) {
 			if conv != nil && conv.P99 > 0 {
 				lat = ms(conv.P50) + " / " + ms(conv.P99)
 			}
-			rel := "n/a"
-			if c != Ceiling {
-				rel = ratio(get(conv, perObj(cpuMs)), valueAt(rep, size, ScenarioConverge, Ceiling, perObj(cpuMs)))
-			}
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c, count(size),
-				num(get(conv, throughput)), lat, num(get(conv, perObj(writes))), num(get(conv, perObj(cpuMs))), rel, num(get(rs, mib)),
+				num(get(conv, throughput)), lat, num(get(conv, perObj(writes))), num(get(conv, perObj(cpuMs))), ratio(cpuOverCeiling().at(rep, size, c), 1), num(get(rs, mib)),
 				num(get(rs, throughput)), num(steady), num(get(del, throughput)), num(get(conv, failedReqs)+get(del, failedReqs)))
 		}
 	}
@@ -102,10 +107,6 @@ func scalingMarkdown(b *strings.Builder, rep *Report) {
 		}
 		fmt.Fprintf(b, "| %s | %s → %s |", c, count(lo), count(hi))
 		for _, f := range scaleFigures() {
-			if f.per == c {
-				b.WriteString(" n/a |")
-				continue
-			}
 			fmt.Fprintf(b, " %s |", ratio(f.at(rep, hi, c), f.at(rep, lo, c)))
 		}
 		b.WriteString("\n")
@@ -127,9 +128,6 @@ func scalingCharts(rep *Report) map[string]string {
 			seen := false
 			for _, size := range sizes(rep) {
 				v := f.at(rep, size, c)
-				if f.per == c {
-					v = math.NaN() // 1 by definition
-				}
 				s.vals = append(s.vals, v)
 				seen = seen || !math.IsNaN(v)
 			}
