@@ -51,8 +51,10 @@ tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any modu
 # go vet compiles every dependency to read its export data. With -race (as
 # the tests are built) that compile lands in the build cache under the same
 # keys the tests use, so on a cold machine the race build is paid once, not
-# once for vet and again for the tests. The race flag changes no file choice
-# here: no file in this repository has a race build constraint.
+# once for vet and again for the tests. The only files with a race build
+# constraint here set a raceEnabled constant, so the binaries tests build with
+# go build (an example operator, the scaffolded project, the helm CLI) are
+# built with -race too and reuse the same compile.
 vet: ## go vet (built with -race, sharing the tests' compile), every module
 	@for m in $(CODE_MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet -race ./...); done
 

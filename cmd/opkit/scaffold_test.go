@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,12 @@ func opkit(t *testing.T, dir string, args ...string) {
 
 // shell runs name in dir with the test's environment (KUBEBUILDER_ASSETS,
 // GOFLAGS, the Go caches; not make's own variables) and returns its combined
-// output, failing the test on error.
+// output, failing the test on error. When this test runs with -race (as
+// opkit's make test runs it), GOFLAGS gains -race: the generated project is
+// built, vetted and tested under the race detector, and its dependencies
+// (the same versions as opkit's) come from the race build opkit's own vet
+// and tests left in the build cache instead of being compiled a second time
+// without it.
 func shell(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
 	start := time.Now()
@@ -115,10 +121,11 @@ func shell(t *testing.T, dir, name string, args ...string) string {
 	// Under opkit's own make, MAKEFLAGS would hand its command-line variables
 	// and jobserver to the project's make.
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" && k != "MAKEOVERRIDES" {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" && k != "MAKEOVERRIDES" && k != "GOFLAGS" {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "GOFLAGS="+goflags(os.Getenv("GOFLAGS"), raceEnabled))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
@@ -156,4 +163,32 @@ func snapshot(t *testing.T, dir string) map[string][sha256.Size]byte {
 		t.Fatal(err)
 	}
 	return sums
+}
+
+// goflags returns GOFLAGS for the generated project's go commands: flags
+// as given, with -race added when race is true and flags lack it.
+func goflags(flags string, race bool) string {
+	if !race || slices.Contains(strings.Fields(flags), "-race") {
+		return flags
+	}
+	return strings.TrimSpace(flags + " -race")
+}
+
+func TestGoflagsAddsRaceOnlyWhenMissing(t *testing.T) {
+	for _, c := range []struct {
+		flags string
+		race  bool
+		want  string
+	}{
+		{"", false, ""},
+		{"-mod=mod", false, "-mod=mod"},
+		{"", true, "-race"},
+		{"-mod=mod", true, "-mod=mod -race"},
+		{"-race -mod=mod", true, "-race -mod=mod"},
+		{"-racex", true, "-racex -race"},
+	} {
+		if got := goflags(c.flags, c.race); got != c.want {
+			t.Errorf("goflags(%q, %t) = %q, want %q", c.flags, c.race, got, c.want)
+		}
+	}
 }

@@ -13,8 +13,12 @@ import (
 
 // BuildBinary compiles the main package in dir with `go build` into the
 // test's temporary directory and returns the binary's path (named after
-// dir's last element). The go command's build cache makes a second build of
-// the same package cheap. It fails the test when the build fails.
+// dir's last element). When the calling test binary was built with -race,
+// so is this one: the process runs under the race detector as the test
+// does, and its dependencies come from the race build the test's own
+// compile left in the build cache instead of being compiled a second time
+// without it. The go command's build cache makes a second build of the same
+// package cheap. It fails the test when the build fails.
 func BuildBinary(t testing.TB, dir string) string {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
@@ -22,13 +26,17 @@ func BuildBinary(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), filepath.Base(abs))
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
 	start := time.Now()
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, ".")
+	cmd := exec.CommandContext(t.Context(), "go", append(args, ".")...)
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", dir, err, b)
 	}
-	t.Logf("built %s in %s", out, time.Since(start).Round(time.Millisecond))
+	t.Logf("built %s (race detector: %t) in %s", out, raceEnabled, time.Since(start).Round(time.Millisecond))
 	return out
 }
 
