@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,12 @@ const ownWriteTTL = time.Minute
 // With the last write laid over the stale copy, the patch is computed from
 // what the server holds, and a reconcile that decides what was last written
 // still sends nothing.
+//
+// The finalizer list is laid over with the status: the write's response
+// holds the list as the server had it then, and a stale copy from before the
+// finalizer step added this reconciler's finalizer would otherwise claim the
+// write's resourceVersion without it, and the finalizer step would send a
+// JSON patch whose test fails (422), then re-read and find it there.
 type ownWrites struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]ownWrite
@@ -36,13 +43,15 @@ type ownWrites struct {
 }
 
 type ownWrite struct {
-	uid    types.UID
-	rv     string
-	status any
-	at     time.Time
+	uid        types.UID
+	rv         string
+	status     any
+	finalizers []string
+	at         time.Time
 }
 
-// remember records obj's status as the server returned it from a write.
+// remember records obj's status and finalizers as the server returned them
+// from a write.
 func (w *ownWrites) remember(obj client.Object) {
 	status, err := statusOf(obj)
 	if err != nil || obj.GetResourceVersion() == "" {
@@ -65,7 +74,10 @@ func (w *ownWrites) remember(obj client.Object) {
 		}
 		w.swept = now
 	}
-	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{uid: obj.GetUID(), rv: obj.GetResourceVersion(), status: status, at: now}
+	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{
+		uid: obj.GetUID(), rv: obj.GetResourceVersion(), status: status,
+		finalizers: slices.Clone(obj.GetFinalizers()), at: now,
+	}
 }
 
 // forget drops what is remembered of the object at key.
@@ -75,7 +87,8 @@ func (w *ownWrites) forget(key types.NamespacedName) {
 	delete(w.entries, key)
 }
 
-// overlay lays the remembered status (and its resourceVersion) over obj
+// overlay lays the remembered status and finalizers (and their
+// resourceVersion) over obj
 // when obj, as read, is older than that write; when obj is that write or
 // newer, the entry is dropped. newObject makes an empty T for typed objects.
 func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
@@ -96,6 +109,7 @@ func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
 		return
 	}
 	if setStatus(obj, runtime.DeepCopyJSONValue(e.status), newObject) == nil {
+		obj.SetFinalizers(slices.Clone(e.finalizers))
 		obj.SetResourceVersion(e.rv)
 	}
 }
