@@ -76,6 +76,7 @@ type Builder[T client.Object] struct {
 
 	ensurer    *ensure.Ensurer
 	ensurerErr error
+	writes     *childWrites // the WithoutOwnWriteEvents record; nil without one
 	indexed    bool
 	built      *Reconciler[T]
 }
@@ -129,6 +130,7 @@ type owned struct {
 	createOnly, recreate []string
 	predicates           []predicate.Predicate
 	mappedGVK            bool
+	noOwnWriteEvents     bool
 }
 
 // OwnsOption configures one [Builder.Owns] declaration.
@@ -168,6 +170,28 @@ func WithRecreateOnChange(paths ...string) OwnsOption {
 	return ownsOptionFunc(func(o *owned) { o.recreate = append(o.recreate, paths...) })
 }
 
+// WithoutOwnWriteEvents drops, for children of this kind, the create or
+// update event that carries exactly the version the default Children step's
+// own write of that child returned (the resourceVersion the create, patch or
+// apply returned): that reconcile already judged the child as the event
+// shows it, so the event would only queue a reconcile that finds nothing to
+// do. Every other event still reconciles the owner: a later version of the
+// child (its controller reporting status), a change by anybody else, a
+// delete, and the event of a write that failed or whose response had not
+// arrived a second after its event. Without it, the create events of the
+// children a reconcile just created queue one more reconcile of the owner
+// that finds nothing to do.
+//
+// Use it only when the status step judges children written in this
+// reconcile through [Observed.Reader]'s Get or [Observed.Changes] (which
+// return the written copy): a List, or a read through another client, may
+// not show the write yet, and no event would then correct the status. Writes
+// by [Builder.Workflow], phase handlers and a custom [Steps] Sync are not
+// recorded, so their events always reconcile the owner.
+func WithoutOwnWriteEvents() OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.noOwnWriteEvents = true })
+}
+
 // WithOwnsPredicates filters the events of children of this kind before they
 // reconcile their owner.
 func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
@@ -189,6 +213,8 @@ func WithOwnsPredicates(p ...predicate.Predicate) OwnsOption {
 //     scans.
 //
 // [WithoutWatch], [WithoutPrune] and [WithoutIndex] turn each off;
+// [WithoutOwnWriteEvents] keeps the watch but drops the events of the
+// reconciler's own writes;
 // [WithCreateOnly] and [WithRecreateOnChange] set per-field write policies
 // for the kind. An *unstructured.Unstructured obj of a kind the client's
 // scheme knows (apps/v1 Deployment) is watched, indexed and pruned as the
@@ -490,6 +516,16 @@ func (b *Builder[T]) newEnsurer() (*ensure.Ensurer, error) {
 	if b.obs != nil {
 		c = b.obs.Client(c)
 	}
+	var recorded []schema.GroupKind
+	for _, o := range b.owns {
+		if o.noOwnWriteEvents && !o.noWatch {
+			recorded = append(recorded, o.gvk.GroupKind())
+		}
+	}
+	if len(recorded) > 0 {
+		b.writes = newChildWrites(recorded)
+		c = b.writes.client(c)
+	}
 	e, err := ensure.New(c, b.name, append(opts, b.ensureOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("reconciler %s: %w", b.name, err)
@@ -762,7 +798,11 @@ func (b *Builder[T]) Complete() error {
 		// resync) is no news about the child: dropped before it wakes the
 		// owner, so a relist of thousands of children is not a reconcile
 		// storm.
-		preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}, o.predicates...)
+		preds := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+		if o.noOwnWriteEvents && b.writes != nil {
+			preds = append(preds, b.writes.predicate(o.gvk.GroupKind()))
+		}
+		preds = append(preds, o.predicates...)
 		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(followUp(h)), preds...))
 	}
 	for _, w := range b.watches {

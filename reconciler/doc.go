@@ -49,6 +49,12 @@
 //     this reconcile as the write returned it (new generation, status as of
 //     the write) unless the cache's copy is that write or, for a kind with
 //     metadata.generation, of the written generation or later.
+//   - With [WithoutOwnWriteEvents] on an Owns kind, the create or update
+//     event that carries exactly the resourceVersion the default Children
+//     step's own write of a child returned does not queue its owner (that
+//     reconcile judged the child as written); any other version, a change
+//     by anybody else, a delete, and the event of a write that failed or had
+//     not returned a second after its event all do.
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
 //     controller's own status writes do not trigger reconciles. Kinds without

@@ -356,7 +356,8 @@ func (r *Reconciler[T]) sync(ctx context.Context, obj T) (ensure.ChangeSet, erro
 			return nil, err
 		}
 	}
-	cs, err := r.ensurer.Ensure(ctx, obj, append(desired, extra...)...)
+	// Owns kinds declared WithoutOwnWriteEvents record this call's writes.
+	cs, err := r.ensurer.Ensure(recording(ctx), obj, append(desired, extra...)...)
 	if err != nil {
 		return cs, err
 	}

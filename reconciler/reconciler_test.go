@@ -371,6 +371,69 @@ func TestPhaseMachineThenDeletionHandsOverToFinalizer(t *testing.T) {
 	}
 }
 
+// TestOwnWriteEventsDoNotReconcileTheOwner: with WithoutOwnWriteEvents the
+// reconcile that creates or patches a child is not followed by another one
+// for that write's event, while a change by anybody else and a delete of the
+// child still reconcile the owner, once each: the repair's own write wakes it
+// no more. Without the option each of these steps costs one reconcile more.
+func TestOwnWriteEventsDoNotReconcileTheOwner(t *testing.T) {
+	ns := env.Namespace(t)
+	var calls atomic.Int32
+	startManager(t, ns, func(mgr manager.Manager, obs *observability.Observability) error {
+		return reconciler.For(mgr, "gadget", newGadget).
+			Owns(&corev1.ConfigMap{}, reconciler.WithoutOwnWriteEvents()).
+			Children(desiredConfigMap(&calls)).
+			Status(markReady).
+			Observability(obs).
+			Complete()
+	})
+	ctx := context.Background()
+	settled := func(what string, want int32) {
+		t.Helper()
+		time.Sleep(time.Second)
+		if n := calls.Load(); n != want {
+			t.Fatalf("%s: %d reconciles in all, want %d", what, n, want)
+		}
+	}
+	g := &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g1"}, Spec: GadgetSpec{Value: "one"}}
+	if err := env.Client.Create(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "Ready", func() (bool, error) {
+		err := get(t, g)()
+		return conditions.IsTrue(g, conditions.Ready) && g.Status.ObservedGeneration == g.Generation, err
+	})
+	settled("after the create", 1)
+
+	var cm corev1.ConfigMap
+	key := client.ObjectKey{Namespace: ns, Name: "g1-data"}
+	value := func(want string) func() (bool, error) {
+		return func() (bool, error) {
+			err := env.Client.Get(ctx, key, &cm)
+			return err == nil && cm.Data["value"] == want, client.IgnoreNotFound(err)
+		}
+	}
+	g.Spec.Value = "two"
+	if err := env.Client.Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the child patched", value("two"))
+	settled("after a spec change", 2)
+
+	cm.Data["value"] = "drifted"
+	if err := env.Client.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the drift corrected", value("two"))
+	settled("after a change of the child by someone else", 3)
+
+	if err := env.Client.Delete(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the child created again", value("two"))
+	settled("after a delete of the child", 4)
+}
+
 // TestChildResyncDoesNotReconcileTheOwner: informers resyncing every second
 // hand every cached object to the handlers again as an update carrying the
 // resourceVersion the informer already had — what a relist after a broken

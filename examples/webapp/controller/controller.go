@@ -89,9 +89,12 @@ func Setup(mgr manager.Manager, o Options) error {
 		o.Concurrency = 4
 	}
 	b := reconciler.For(mgr, Name, func() *webappv1.WebApp { return &webappv1.WebApp{} }).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+		// The status step reads the Deployment through Observed.Reader, which
+		// returns this reconcile's write of it: the events of the operator's
+		// own child writes need not wake the WebApp again.
+		Owns(&corev1.ConfigMap{}, reconciler.WithoutOwnWriteEvents()).
+		Owns(&appsv1.Deployment{}, reconciler.WithoutOwnWriteEvents()).
+		Owns(&corev1.Service{}, reconciler.WithoutOwnWriteEvents()).
 		Finalizer(FinalizerName, finalizer.WithStep("release-route", func(ctx context.Context, app *webappv1.WebApp) (finalizer.StepResult, error) {
 			if !o.Registry.Release(ctx, key(app)) {
 				return finalizer.RequeueAfter(2 * time.Second), nil

@@ -1,0 +1,224 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// childWriteWait bounds how long a child event waits for the write of the
+// same child in flight when it arrived: the watch may deliver a write's event
+// before the write's own response is read.
+const childWriteWait = time.Second
+
+// childWrites is the owner's knowledge of its own child writes: per child of
+// a kind declared with [WithoutOwnWriteEvents], the resourceVersion the last
+// create, patch, update or apply of it by the default Children step returned.
+// That kind's watch drops the one create or update event that carries exactly
+// that resourceVersion: the reconcile that wrote it already judged the object
+// as the event shows it (the status step reads the written children through
+// [Observed]), so the event is no news and waking the owner again would be a
+// reconcile that finds nothing to do. A create or update of that child by
+// anybody else, a later version of it (its controller reporting status), and
+// every delete still wake the owner.
+//
+// An event is dropped only when its resourceVersion equals the one the
+// write returned; a write that failed, an event of another version and an
+// event whose write is still in flight after [childWriteWait] are passed on.
+// So a dropped event is always the owner's own write, and the worst a lost
+// race costs is the reconcile that would have run anyway.
+type childWrites struct {
+	kinds map[schema.GroupKind]bool // the Owns kinds declared WithoutOwnWriteEvents
+
+	mu      sync.Mutex
+	entries map[childKey]*childWrite
+	swept   time.Time // when entries older than ownWriteTTL were last dropped
+}
+
+type childKey struct {
+	gk              schema.GroupKind
+	namespace, name string
+}
+
+type childWrite struct {
+	done chan struct{} // closed when the write returned
+	rv   string        // the resourceVersion the write returned; set before done closes
+	at   time.Time
+}
+
+func newChildWrites(kinds []schema.GroupKind) *childWrites {
+	w := &childWrites{kinds: map[schema.GroupKind]bool{}, entries: map[childKey]*childWrite{}}
+	for _, gk := range kinds {
+		w.kinds[gk] = true
+	}
+	return w
+}
+
+// recordingKey marks the context of the default Children step's ensure
+// call: only its writes are recorded.
+type recordingKey struct{}
+
+// recording returns ctx marked for recording child writes.
+func recording(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recordingKey{}, true)
+}
+
+// begin records a write of the child at k as in flight and returns its
+// entry, or nil when k's kind is not recorded or ctx is not the default
+// Children step's.
+func (w *childWrites) begin(ctx context.Context, k childKey) *childWrite {
+	if !w.kinds[k.gk] || ctx.Value(recordingKey{}) == nil {
+		return nil
+	}
+	now := time.Now()
+	e := &childWrite{done: make(chan struct{}), at: now}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Swept at most every quarter TTL: an entry whose event never came (a
+	// relist skipped that version) is dropped here.
+	if now.Sub(w.swept) >= ownWriteTTL/4 {
+		for key, old := range w.entries {
+			if now.Sub(old.at) >= ownWriteTTL {
+				delete(w.entries, key)
+			}
+		}
+		w.swept = now
+	}
+	w.entries[k] = e
+	return e
+}
+
+// end completes e, the write of the child at k: its event is expected when
+// the write succeeded with resourceVersion rv, and forgotten otherwise.
+func (w *childWrites) end(k childKey, e *childWrite, rv string, err error) {
+	if e == nil {
+		return
+	}
+	w.mu.Lock()
+	if err != nil || rv == "" {
+		if w.entries[k] == e {
+			delete(w.entries, k)
+		}
+	} else {
+		e.rv = rv
+	}
+	w.mu.Unlock()
+	close(e.done)
+}
+
+// own reports whether obj, as an event of kind gk shows it, is the version
+// the owner's last write of it returned, and forgets that write if so.
+func (w *childWrites) own(gk schema.GroupKind, obj client.Object) bool {
+	if obj == nil {
+		return false
+	}
+	k := childKey{gk: gk, namespace: obj.GetNamespace(), name: obj.GetName()}
+	w.mu.Lock()
+	e := w.entries[k]
+	w.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.done:
+	default:
+		t := time.NewTimer(childWriteWait)
+		select {
+		case <-e.done:
+			t.Stop()
+		case <-t.C:
+			return false
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.entries[k] != e || e.rv == "" || e.rv != obj.GetResourceVersion() {
+		return false
+	}
+	delete(w.entries, k)
+	return true
+}
+
+// predicate passes every event of kind gk but the create or update event of
+// the owner's own last write (see [childWrites]).
+func (w *childWrites) predicate(gk schema.GroupKind) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !w.own(gk, e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !w.own(gk, e.ObjectNew) },
+	}
+}
+
+// client wraps c, the ensurer's client, so that its writes of watched kinds
+// are recorded.
+func (w *childWrites) client(c client.Client) client.Client {
+	return &childWriteClient{Client: c, w: w}
+}
+
+// childWriteClient records the creates, patches, updates and applies of
+// watched kinds that go through it; every other call goes to Client as is.
+type childWriteClient struct {
+	client.Client
+	w *childWrites
+}
+
+func (c *childWriteClient) key(obj client.Object) childKey {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		if g, err := c.GroupVersionKindFor(obj); err == nil {
+			gvk = g
+		}
+	}
+	return childKey{gk: gvk.GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+func (c *childWriteClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	k := c.key(obj)
+	e := c.w.begin(ctx, k)
+	err := c.Client.Create(ctx, obj, opts...)
+	c.w.end(k, e, obj.GetResourceVersion(), err)
+	return err
+}
+
+func (c *childWriteClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	k := c.key(obj)
+	e := c.w.begin(ctx, k)
+	err := c.Client.Update(ctx, obj, opts...)
+	c.w.end(k, e, obj.GetResourceVersion(), err)
+	return err
+}
+
+func (c *childWriteClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	k := c.key(obj)
+	e := c.w.begin(ctx, k)
+	err := c.Client.Patch(ctx, obj, patch, opts...)
+	c.w.end(k, e, obj.GetResourceVersion(), err)
+	return err
+}
+
+// applied is what an apply configuration built from an unstructured object
+// (client.ApplyConfigurationFromUnstructured) exposes; typed apply
+// configurations are passed through unrecorded.
+type applied interface {
+	GroupVersionKind() schema.GroupVersionKind
+	GetNamespace() string
+	GetName() string
+	GetResourceVersion() string
+}
+
+func (c *childWriteClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	u, ok := obj.(applied)
+	if !ok {
+		return c.Client.Apply(ctx, obj, opts...)
+	}
+	k := childKey{gk: u.GroupVersionKind().GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}
+	e := c.w.begin(ctx, k)
+	err := c.Client.Apply(ctx, obj, opts...)
+	c.w.end(k, e, u.GetResourceVersion(), err)
+	return err
+}
