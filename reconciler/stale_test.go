@@ -42,18 +42,7 @@ func TestStatusWriteFromAStaleReadLosesNothing(t *testing.T) {
 		stale *Gadget
 		want  string
 	)
-	c := interceptor.NewClient(real, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			g, ok := obj.(*Gadget)
-			mu.Lock()
-			defer mu.Unlock()
-			if !ok || stale == nil {
-				return c.Get(ctx, key, obj, opts...)
-			}
-			*g = *stale.DeepCopyObject().(*Gadget)
-			return nil
-		},
-	})
+	c := interceptor.NewClient(real, interceptor.Funcs{Get: serveStale(&mu, &stale)})
 	r, err := reconciler.ForClient(c, "gadget-stale", newGadget).
 		Status(func(ctx context.Context, g *Gadget, o reconciler.Observed) error {
 			mu.Lock()
@@ -152,18 +141,7 @@ func TestFinalizerFromAStaleReadIsNotAddedAgain(t *testing.T) {
 		mu    sync.Mutex
 		stale *Gadget
 	)
-	c := interceptor.NewClient(real, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			g, ok := obj.(*Gadget)
-			mu.Lock()
-			defer mu.Unlock()
-			if !ok || stale == nil {
-				return c.Get(ctx, key, obj, opts...)
-			}
-			*g = *stale.DeepCopyObject().(*Gadget)
-			return nil
-		},
-	})
+	c := interceptor.NewClient(real, interceptor.Funcs{Get: serveStale(&mu, &stale)})
 	r, err := reconciler.ForClient(c, "gadget-stale-finalizer", newGadget).
 		Finalizer(fin, finalizer.WithStep("noop", func(context.Context, *Gadget) (finalizer.StepResult, error) {
 			return finalizer.Done(), nil
@@ -173,22 +151,7 @@ func TestFinalizerFromAStaleReadIsNotAddedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale-finalizer"}, Spec: GadgetSpec{Value: "one"}})
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
-	created := &Gadget{}
-	if err := env.Client.Get(ctx, req.NamespacedName, created); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	live := &Gadget{}
-	if err := env.Client.Get(ctx, req.NamespacedName, live); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(live.Finalizers, fin) || live.Status.ObservedGeneration == 0 {
-		t.Fatalf("first reconcile: finalizers %v, observedGeneration %d", live.Finalizers, live.Status.ObservedGeneration)
-	}
+	req, created, live := finalizedOnce(t, r, ns, "stale-finalizer", fin)
 
 	// The cache lags: it still shows the object as created, without the
 	// finalizer and without a status.
@@ -215,6 +178,46 @@ func TestFinalizerFromAStaleReadIsNotAddedAgain(t *testing.T) {
 	if n != 1 || after.ResourceVersion != live.ResourceVersion {
 		t.Fatalf("after the stale reconcile: finalizers %v (rv %s, was %s)", after.Finalizers, after.ResourceVersion, live.ResourceVersion)
 	}
+}
+
+// serveStale answers every Get of a Gadget with a copy of *stale while it is
+// set (read under mu), and passes the Get on otherwise.
+func serveStale(mu *sync.Mutex, stale **Gadget) func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		g, ok := obj.(*Gadget)
+		mu.Lock()
+		defer mu.Unlock()
+		if !ok || *stale == nil {
+			return c.Get(ctx, key, obj, opts...)
+		}
+		*g = *(*stale).DeepCopyObject().(*Gadget)
+		return nil
+	}
+}
+
+// finalizedOnce creates the Gadget ns/name and reconciles it once with r
+// through a live read; it returns the request, the Gadget as created and as
+// that reconcile left it (with the finalizer fin and a status).
+func finalizedOnce(t *testing.T, r *reconciler.Reconciler[*Gadget], ns, name, fin string) (reconcile.Request, *Gadget, *Gadget) {
+	t.Helper()
+	ctx := context.Background()
+	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: GadgetSpec{Value: "one"}})
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
+	created := &Gadget{}
+	if err := env.Client.Get(ctx, req.NamespacedName, created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	after := &Gadget{}
+	if err := env.Client.Get(ctx, req.NamespacedName, after); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(after.Finalizers, fin) || after.Status.ObservedGeneration == 0 {
+		t.Fatalf("first reconcile: finalizers %v, observedGeneration %d", after.Finalizers, after.Status.ObservedGeneration)
+	}
+	return req, created, after
 }
 
 // A child ensure created, deleted by someone soon after, is created again by
@@ -407,22 +410,7 @@ func staleViewsAfterTheRelease(t *testing.T, name string, refuseRemoval bool) {
 	// writes (one that does lays that write's status and finalizers over the
 	// stale view, and never reaches the re-read this test is about).
 	first, r := build(), build()
-	g := createGadget(t, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: GadgetSpec{Value: "one"}})
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(g)}
-	beforeFinalizer := &Gadget{}
-	if err := env.Client.Get(ctx, req.NamespacedName, beforeFinalizer); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	withFinalizer := &Gadget{}
-	if err := env.Client.Get(ctx, req.NamespacedName, withFinalizer); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(withFinalizer.Finalizers, fin) || withFinalizer.Status.ObservedGeneration == 0 {
-		t.Fatalf("first reconcile: finalizers %v, observedGeneration %d", withFinalizer.Finalizers, withFinalizer.Status.ObservedGeneration)
-	}
+	req, beforeFinalizer, withFinalizer := finalizedOnce(t, first, ns, name, fin)
 	if err := env.Client.Delete(ctx, withFinalizer); err != nil {
 		t.Fatal(err)
 	}
