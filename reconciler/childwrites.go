@@ -177,28 +177,29 @@ func (c *childWriteClient) key(obj client.Object) childKey {
 	return childKey{gk: gvk.GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
-func (c *childWriteClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+// record runs write, the write of obj, recording it when ctx is the default
+// Children step's; the key is not computed for any other write.
+func (c *childWriteClient) record(ctx context.Context, obj client.Object, write func() error) error {
+	if ctx.Value(recordingKey{}) == nil {
+		return write()
+	}
 	k := c.key(obj)
 	e := c.w.begin(ctx, k)
-	err := c.Client.Create(ctx, obj, opts...)
+	err := write()
 	c.w.end(k, e, obj.GetResourceVersion(), err)
 	return err
+}
+
+func (c *childWriteClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	return c.record(ctx, obj, func() error { return c.Client.Create(ctx, obj, opts...) })
 }
 
 func (c *childWriteClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	k := c.key(obj)
-	e := c.w.begin(ctx, k)
-	err := c.Client.Update(ctx, obj, opts...)
-	c.w.end(k, e, obj.GetResourceVersion(), err)
-	return err
+	return c.record(ctx, obj, func() error { return c.Client.Update(ctx, obj, opts...) })
 }
 
 func (c *childWriteClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	k := c.key(obj)
-	e := c.w.begin(ctx, k)
-	err := c.Client.Patch(ctx, obj, patch, opts...)
-	c.w.end(k, e, obj.GetResourceVersion(), err)
-	return err
+	return c.record(ctx, obj, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
 }
 
 // applied is what an apply configuration built from an unstructured object

@@ -88,9 +88,9 @@ func (w *ownWrites) forget(key types.NamespacedName) {
 }
 
 // overlay lays the remembered status and finalizers (and their
-// resourceVersion) over obj
-// when obj, as read, is older than that write; when obj is that write or
-// newer, the entry is dropped. newObject makes an empty T for typed objects.
+// resourceVersion) over obj when obj, as read, is older than that write;
+// when obj is that write or newer, the entry is dropped. newObject makes an
+// empty T for typed objects.
 func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
 	key := client.ObjectKeyFromObject(obj)
 	w.mu.Lock()
