@@ -798,12 +798,12 @@ func (b *Builder[T]) Complete() error {
 		// resync) is no news about the child: dropped before it wakes the
 		// owner, so a relist of thousands of children is not a reconcile
 		// storm.
-		preds := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+		preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}, o.predicates...)
+		h = followUp(h)
 		if o.noOwnWriteEvents && b.writes != nil {
-			preds = append(preds, b.writes.predicate(o.gvk.GroupKind()))
+			h = b.writes.handler(o.gvk.GroupKind(), h)
 		}
-		preds = append(preds, o.predicates...)
-		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(followUp(h)), preds...))
+		bld = bld.WatchesRawSource(source.Kind[client.Object](syncWaitCache{b.mgr.GetCache()}, o.obj, trigger(h), preds...))
 	}
 	for _, w := range b.watches {
 		bld = bld.Watches(w.obj, trigger(w.handler), w.opts...)

@@ -7,14 +7,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// childWriteWait bounds how long a child event waits for the write of the
-// same child in flight when it arrived: the watch may deliver a write's event
-// before the write's own response is read.
+// childWriteWait bounds how long the decision on a child event waits for the
+// write of the same child in flight when it arrived (the watch may deliver a
+// write's event before the write's own response is read); the decision
+// waits in a goroutine of its own, never in the informer's dispatch.
 const childWriteWait = time.Second
 
 // childWrites is the owner's knowledge of its own child writes: per child of
@@ -31,6 +34,9 @@ const childWriteWait = time.Second
 // An event is dropped only when its resourceVersion equals the one the
 // write returned; a write that failed, an event of another version and an
 // event whose write is still in flight after [childWriteWait] are passed on.
+// An event that arrives before its write's response is decided in a
+// goroutine of its own, so the events of other children are never held
+// back behind a slow response.
 // So a dropped event is always the owner's own write, and the worst a lost
 // race costs is the reconcile that would have run anyway.
 type childWrites struct {
@@ -112,30 +118,22 @@ func (w *childWrites) end(k childKey, e *childWrite, rv string, err error) {
 	close(e.done)
 }
 
-// own reports whether obj, as an event of kind gk shows it, is the version
-// the owner's last write of it returned, and forgets that write if so.
-func (w *childWrites) own(gk schema.GroupKind, obj client.Object) bool {
+// lookup returns the recorded write of obj (an event of kind gk shows it)
+// and its key, or nil when none is recorded.
+func (w *childWrites) lookup(gk schema.GroupKind, obj client.Object) (*childWrite, childKey) {
 	if obj == nil {
-		return false
+		return nil, childKey{}
 	}
 	k := childKey{gk: gk, namespace: obj.GetNamespace(), name: obj.GetName()}
 	w.mu.Lock()
 	e := w.entries[k]
 	w.mu.Unlock()
-	if e == nil {
-		return false
-	}
-	select {
-	case <-e.done:
-	default:
-		t := time.NewTimer(childWriteWait)
-		select {
-		case <-e.done:
-			t.Stop()
-		case <-t.C:
-			return false
-		}
-	}
+	return e, k
+}
+
+// claim reports whether obj is the version e, the returned write of the
+// child at k, produced, and forgets that write if so. e must be done.
+func (w *childWrites) claim(k childKey, e *childWrite, obj client.Object) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.entries[k] != e || e.rv == "" || e.rv != obj.GetResourceVersion() {
@@ -145,13 +143,59 @@ func (w *childWrites) own(gk schema.GroupKind, obj client.Object) bool {
 	return true
 }
 
-// predicate passes every event of kind gk but the create or update event of
-// the owner's own last write (see [childWrites]).
-func (w *childWrites) predicate(gk schema.GroupKind) predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return !w.own(gk, e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return !w.own(gk, e.ObjectNew) },
+// decide runs pass unless obj, as a create or update event of kind gk shows
+// it, is the version the owner's last write of it returned (that write is
+// then forgotten). When the write is still in flight, the decision is taken
+// in a goroutine of its own once the write returns, or after
+// [childWriteWait] (then pass runs): the caller, the informer's dispatch of
+// this kind's events, never waits.
+func (w *childWrites) decide(gk schema.GroupKind, obj client.Object, pass func()) {
+	e, k := w.lookup(gk, obj)
+	if e == nil {
+		pass()
+		return
 	}
+	select {
+	case <-e.done:
+		if !w.claim(k, e, obj) {
+			pass()
+		}
+		return
+	default:
+	}
+	go func() {
+		t := time.NewTimer(childWriteWait)
+		defer t.Stop()
+		select {
+		case <-e.done:
+			if w.claim(k, e, obj) {
+				return
+			}
+		case <-t.C:
+		}
+		pass()
+	}()
+}
+
+// handler wraps h, the handler of kind gk's events, so that the create or
+// update event of the owner's own last write of a child is dropped (see
+// [childWrites]); delete and generic events go to h as they are.
+func (w *childWrites) handler(gk schema.GroupKind, h handler.EventHandler) handler.EventHandler {
+	return &ownWriteHandler{EventHandler: h, w: w, gk: gk}
+}
+
+type ownWriteHandler struct {
+	handler.EventHandler
+	w  *childWrites
+	gk schema.GroupKind
+}
+
+func (h *ownWriteHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.w.decide(h.gk, e.Object, func() { h.EventHandler.Create(ctx, e, q) })
+}
+
+func (h *ownWriteHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.w.decide(h.gk, e.ObjectNew, func() { h.EventHandler.Update(ctx, e, q) })
 }
 
 // client wraps c, the ensurer's client, so that its writes of watched kinds

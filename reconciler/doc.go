@@ -54,7 +54,9 @@
 //     step's own write of a child returned does not queue its owner (that
 //     reconcile judged the child as written); any other version, a change
 //     by anybody else, a delete, and the event of a write that failed or had
-//     not returned a second after its event all do.
+//     not returned a second after its event all do. An event that arrives
+//     before its write's response is decided off the informer's dispatch,
+//     so it never holds back the events of other children.
 //   - The builder's default predicates drop update events of T that change
 //     neither generation, labels, annotations, finalizers nor deletionTimestamp, so the
 //     controller's own status writes do not trigger reconciles. Kinds without
