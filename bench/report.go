@@ -211,6 +211,65 @@ func headlineTable(b *strings.Builder, rep *Report, size int) {
 	b.WriteString("\n")
 }
 
+// pairedRounds returns opkit's throughput over other's in each round both
+// were measured in, in round order, and their median; nil and NaN unless
+// both ran the same number (> 1) of rounds.
+func pairedRounds(opkit, other *Result) ([]float64, float64) {
+	if opkit == nil || other == nil || len(opkit.RunThroughputs) < 2 || len(opkit.RunThroughputs) != len(other.RunThroughputs) {
+		return nil, math.NaN()
+	}
+	ratios := make([]float64, len(opkit.RunThroughputs))
+	for i, v := range opkit.RunThroughputs {
+		ratios[i] = v / other.RunThroughputs[i]
+	}
+	sorted := slices.Sorted(slices.Values(ratios))
+	med := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+	}
+	return ratios, med
+}
+
+// pairedRoundsMarkdown writes, for converge and delete at every size
+// measured in rounds, opkit's throughput over each other contender's round
+// by round and the median of those ratios; nothing when no size has rounds.
+func pairedRoundsMarkdown(b *strings.Builder, rep *Report) {
+	var rows []string
+	for _, size := range sizes(rep) {
+		for _, sc := range []string{ScenarioConverge, ScenarioDelete} {
+			o := rep.FindAt(sc, Opkit, size)
+			row := fmt.Sprintf("| %s | %s |", count(size), sc)
+			paired := false
+			for _, other := range []string{Ceiling, Baseline, Flux} {
+				ratios, med := pairedRounds(o, rep.FindAt(sc, other, size))
+				if ratios == nil {
+					row += " n/a | n/a |"
+					continue
+				}
+				paired = true
+				parts := make([]string, len(ratios))
+				for i, r := range ratios {
+					parts[i] = fmt.Sprintf("%.2f", r)
+				}
+				row += fmt.Sprintf(" %s | %.2f× |", strings.Join(parts, ", "), med)
+			}
+			if paired {
+				rows = append(rows, row)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## Rounds paired\n\n")
+	b.WriteString("Each round runs every contender back to back, so opkit's throughput over another's within one round is less exposed to the machine's drift over the run than the ratio of the two median rounds in the headline. Per round (round 1 first) and the median of those ratios; the goals above use the headline's ratio.\n\n")
+	b.WriteString("| N | scenario | opkit / ceiling by round | median | opkit / baseline by round | median | opkit / flux by round | median |\n|---:|---|---|---:|---|---:|---|---:|\n")
+	for _, row := range rows {
+		b.WriteString(row + "\n")
+	}
+	b.WriteString("\n")
+}
+
 // goalRows writes the rows of opkit's goals at size: the steady-state and
 // write-count goals as absolute figures, the others as ratios of opkit's
 // figure to the ceiling's or the baseline's in the same run (issue 24's
@@ -293,6 +352,8 @@ func markdown(rep *Report, charts []string) string {
 		goalRows(&b, rep, size)
 	}
 	b.WriteString("\n")
+
+	pairedRoundsMarkdown(&b, rep)
 
 	if len(sizes(rep)) > 1 {
 		scalingMarkdown(&b, rep)
