@@ -1,8 +1,0 @@
-#!/bin/bash
-export KUBEBUILDER_ASSETS=/root/.cache/opkit/controlplane/k8s-v1.37.2_etcd-v3.6.16_kwok-v0.8.0_linux-amd64
-cd /work/main/bench
-for v in B C C B B C; do
-    echo "== variant $v $(date +%T)"
-    /work/out/bench-$v --n 1000 --contenders opkit --scenarios churn --rounds 1 --out /work/out/ab3/$v-$(date +%s) 2>&1 | grep 'churn '
-done
-echo done
