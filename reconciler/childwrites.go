@@ -155,11 +155,14 @@ func (w *childWrites) decide(gk schema.GroupKind, obj client.Object, pass func()
 		pass()
 		return
 	}
-	select {
-	case <-e.done:
+	settle := func() {
 		if !w.claim(k, e, obj) {
 			pass()
 		}
+	}
+	select {
+	case <-e.done:
+		settle()
 		return
 	default:
 	}
@@ -168,12 +171,10 @@ func (w *childWrites) decide(gk schema.GroupKind, obj client.Object, pass func()
 		defer t.Stop()
 		select {
 		case <-e.done:
-			if w.claim(k, e, obj) {
-				return
-			}
+			settle()
 		case <-t.C:
+			pass()
 		}
-		pass()
 	}()
 }
 
