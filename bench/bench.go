@@ -529,7 +529,11 @@ func (r *Result) summary() string {
 // runOn starts a fresh control plane and runs scenarios, in order, for one
 // contender on it.
 func runOn(ctx context.Context, o Options, rep *Report, contender string, scenarios []string) (err error) {
-	logf(o.Log, "== %s: fresh control plane for %s (N = %d)", contender, strings.Join(scenarios, ", "), o.Settings.N)
+	// What the contenders before this one left in the process: a
+	// contender that does not stop all it started would slow every later
+	// one, so the log shows it.
+	logf(o.Log, "== %s: fresh control plane for %s (N = %d; process before it: %d goroutines, live heap %.1f MiB)",
+		contender, strings.Join(scenarios, ", "), o.Settings.N, runtime.NumGoroutine(), liveHeap()/(1<<20))
 	cl, err := startCluster(ctx)
 	if err != nil {
 		return err
