@@ -36,3 +36,20 @@ func BenchmarkStatusPatcherUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatusPatcherChanged: the status check of a reconcile that
+// changed the status (a transient error, then success): the merge patch is
+// computed, the cost every status write adds before its request.
+func BenchmarkStatusPatcherChanged(b *testing.B) {
+	before := gizmo(3)
+	_ = conditions.ApplyOutcome(before, errors.New("connection refused"))
+	g := before.DeepCopyObject().(*Gizmo)
+	_ = conditions.ApplyOutcome(g, nil)
+	p := conditions.NewStatusPatcher(before)
+	b.ReportAllocs()
+	for b.Loop() {
+		if changed, err := p.Changed(g); err != nil || !changed {
+			b.Fatal(changed, err)
+		}
+	}
+}

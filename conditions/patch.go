@@ -1,8 +1,8 @@
 package conditions
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -125,9 +125,21 @@ func (p *StatusPatcher[T]) data(obj T) ([]byte, error) {
 	return data, nil
 }
 
+// isEmptyPatch reports whether data, a JSON merge patch as
+// controller-runtime computes it (one JSON value), is null or an object
+// without members. An object is empty exactly when its first token after
+// the brace is the closing brace, so no patch is decoded to tell: decoding
+// every non-empty status patch again cost about a fifth of computing it.
 func isEmptyPatch(data []byte) bool {
-	var m map[string]any
-	return json.Unmarshal(data, &m) == nil && len(m) == 0
+	d := bytes.TrimSpace(data)
+	if string(d) == "null" {
+		return true
+	}
+	if len(d) < 2 || d[0] != '{' {
+		return false
+	}
+	rest := bytes.TrimSpace(d[1:])
+	return len(rest) > 0 && rest[0] == '}'
 }
 
 // keepTransitionTimes gives each condition of after whose type and status

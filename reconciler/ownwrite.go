@@ -42,21 +42,29 @@ type ownWrites struct {
 	swept   time.Time // when entries older than ownWriteTTL were last dropped
 }
 
+// ownWrite is one remembered write: a copy of the object the server
+// answered it with (without managedFields), whose status and finalizers are
+// taken out only when a stale read needs them. Converting the status to
+// JSON values on every write cost a reflective conversion of the whole
+// object per status write (about 90 µs of a WebApp's converge in the
+// benchmark's profile) for the few reads that are ever stale.
 type ownWrite struct {
-	uid        types.UID
-	rv         string
-	status     any
-	finalizers []string
-	at         time.Time
+	uid types.UID
+	rv  string
+	obj client.Object
+	at  time.Time
 }
 
-// remember records obj's status and finalizers as the server returned them
-// from a write.
+// remember records obj as the server returned it from a write.
 func (w *ownWrites) remember(obj client.Object) {
-	status, err := statusOf(obj)
-	if err != nil || obj.GetResourceVersion() == "" {
+	if obj.GetResourceVersion() == "" {
 		return
 	}
+	written, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return
+	}
+	written.SetManagedFields(nil)
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -75,8 +83,7 @@ func (w *ownWrites) remember(obj client.Object) {
 		w.swept = now
 	}
 	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{
-		uid: obj.GetUID(), rv: obj.GetResourceVersion(), status: status,
-		finalizers: slices.Clone(obj.GetFinalizers()), at: now,
+		uid: obj.GetUID(), rv: obj.GetResourceVersion(), obj: written, at: now,
 	}
 }
 
@@ -108,8 +115,11 @@ func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
 		w.mu.Unlock()
 		return
 	}
-	if setStatus(obj, runtime.DeepCopyJSONValue(e.status), newObject) == nil {
-		obj.SetFinalizers(slices.Clone(e.finalizers))
+	// e.obj is shared by every overlay of this entry and only read here:
+	// statusOf returns a new tree, the finalizers are cloned.
+	status, err := statusOf(e.obj)
+	if err == nil && setStatus(obj, status, newObject) == nil {
+		obj.SetFinalizers(slices.Clone(e.obj.GetFinalizers()))
 		obj.SetResourceVersion(e.rv)
 	}
 }
