@@ -128,8 +128,8 @@ func (p *StatusPatcher[T]) data(obj T) ([]byte, error) {
 // isEmptyPatch reports whether data, a JSON merge patch as
 // controller-runtime computes it (one JSON value), is null or an object
 // without members. An object is empty exactly when its first token after
-// the brace is the closing brace, so no patch is decoded to tell: decoding
-// every non-empty status patch again cost about a fifth of computing it.
+// the brace is the closing brace, so no patch is decoded again only to
+// tell.
 func isEmptyPatch(data []byte) bool {
 	d := bytes.TrimSpace(data)
 	if string(d) == "null" {

@@ -43,14 +43,13 @@ type ownWrites struct {
 }
 
 // ownWrite is one remembered write: a copy of the object the server
-// answered it with (without managedFields), whose status and finalizers are
-// taken out only when a stale read needs them. Converting the status to
-// JSON values on every write cost a reflective conversion of the whole
-// object per status write (about 90 µs of a WebApp's converge in the
-// benchmark's profile) for the few reads that are ever stale.
+// answered it with (without managedFields; its UID and resourceVersion are
+// the write's), whose status and finalizers are taken out only when a stale
+// read needs them. Converting the status to JSON values on every write cost
+// a reflective conversion of the whole object per status write (about 90 µs
+// of a WebApp's converge in the benchmark's profile) for the few reads that
+// are ever stale.
 type ownWrite struct {
-	uid types.UID
-	rv  string
 	obj client.Object
 	at  time.Time
 }
@@ -82,9 +81,7 @@ func (w *ownWrites) remember(obj client.Object) {
 		}
 		w.swept = now
 	}
-	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{
-		uid: obj.GetUID(), rv: obj.GetResourceVersion(), obj: written, at: now,
-	}
+	w.entries[client.ObjectKeyFromObject(obj)] = ownWrite{obj: written, at: now}
 }
 
 // forget drops what is remembered of the object at key.
@@ -106,10 +103,11 @@ func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
 	if !ok {
 		return
 	}
-	cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
-	if e.uid != obj.GetUID() || err != nil || cmp >= 0 {
+	rv := e.obj.GetResourceVersion()
+	cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), rv)
+	if e.obj.GetUID() != obj.GetUID() || err != nil || cmp >= 0 {
 		w.mu.Lock()
-		if cur, ok := w.entries[key]; ok && cur.rv == e.rv {
+		if cur, ok := w.entries[key]; ok && cur.obj.GetResourceVersion() == rv {
 			delete(w.entries, key)
 		}
 		w.mu.Unlock()
@@ -120,7 +118,7 @@ func (w *ownWrites) overlay(obj client.Object, newObject func() client.Object) {
 	status, err := statusOf(e.obj)
 	if err == nil && setStatus(obj, status, newObject) == nil {
 		obj.SetFinalizers(slices.Clone(e.obj.GetFinalizers()))
-		obj.SetResourceVersion(e.rv)
+		obj.SetResourceVersion(rv)
 	}
 }
 

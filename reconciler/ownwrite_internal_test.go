@@ -11,7 +11,7 @@ import (
 )
 
 // writtenDeployment is a Deployment as a status write's response holds it:
-// labels, an owner, a finalizer, managedFields and a status with conditions.
+// labels, a finalizer, managedFields and a status with conditions.
 func writtenDeployment(rv string) *appsv1.Deployment {
 	now := metav1.NewTime(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
 	return &appsv1.Deployment{
