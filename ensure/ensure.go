@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -633,7 +634,7 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 		return Change{}, nil, fmt.Errorf("%s: schema of the kind: %w", t, err)
 	}
 	t.shape = sh
-	live, unchanged, err := e.cached(ctx, t)
+	live, unchanged, err := e.cached(ctx, t, strategy)
 	if err == nil && !t.record {
 		// CreateOrPatch's mutate sees the whole live object.
 		live, err = e.trimmedLive(ctx, t, live)
@@ -730,7 +731,7 @@ func (e *Ensurer) ensure(ctx context.Context, oi ownerInfo, t *target, strategy 
 // Ensurer's record of its own recent create while the cache lags behind it.
 // The bool says the cached object is the one last found to hold t's
 // declaration (the memo of verified children); no tree is returned then.
-func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, error) {
+func (e *Ensurer) cached(ctx context.Context, t *target, strategy Strategy) (map[string]any, bool, error) {
 	var opts []client.GetOption
 	if t.scratch {
 		// t.proto is ensure's own and typed: it is only converted to a new
@@ -744,6 +745,10 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, 
 		delete(e.recent, t.key)
 		e.mu.Unlock()
 		if t.digest != nil && e.verified.holds(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest) {
+			return nil, true, nil
+		}
+		if e.heldByCached(t, strategy) {
+			e.verified.set(t.key, t.proto.GetUID(), t.proto.GetResourceVersion(), *t.digest)
 			return nil, true, nil
 		}
 		live, err := liveTree(t.proto)
@@ -767,6 +772,60 @@ func (e *Ensurer) cached(ctx context.Context, t *target) (map[string]any, bool, 
 	default:
 		return nil, false, fmt.Errorf("get %s: %w", t, err)
 	}
+}
+
+// heldByCached reports that the cached typed object t.proto holds t's
+// declaration as ensure would find it on the whole object: decided on only
+// the part of the object the declaration names (toTreeWithin), without
+// converting the rest. It answers only where that decision is the one the
+// whole path below would take — Ensure (a record, a declaration that does
+// not depend on the live object), MergePatch, no create-only or
+// recreate-on-change fields for the kind (they copy or compare live values
+// first), ownerReferences merged by UID; it then requires what ensure would
+// otherwise check on the whole object: not being deleted, linked to this
+// owner (ownership: ours), and the declaration, link and record included, a
+// subset of it (patch's first test). Any other case, or false, falls through
+// to the whole comparison, which decides as it always did; a declaration
+// taken here is declared again there. In steady state (every child after a
+// restart, every reconcile whose memo of verified children missed) it saves
+// converting fields nobody declared: a Deployment's status, strategy and
+// defaulted pod spec.
+func (e *Ensurer) heldByCached(t *target, strategy Strategy) bool {
+	if !t.record || !t.scratch || t.digest == nil || strategy != MergePatch || len(e.policies[t.key.gvk]) > 0 {
+		return false
+	}
+	if kind, _ := t.shape.field("metadata").field("ownerReferences").list(); kind == atomicList {
+		return false
+	}
+	decl, set, err := e.declaration(t, nil)
+	if err != nil || set == nil {
+		return false
+	}
+	md, _ := decl["metadata"].(map[string]any)
+	// What ownership and the deletion check read, whole.
+	wmd := make(map[string]any, len(md)+5)
+	maps.Copy(wmd, md)
+	for _, k := range []string{"namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp"} {
+		if _, ok := wmd[k]; !ok {
+			wmd[k] = nil
+		}
+	}
+	want := make(map[string]any, len(decl))
+	maps.Copy(want, decl)
+	want["metadata"] = wmd
+	live, ok := toTreeWithin(t.proto, want, t.shape)
+	if !ok {
+		return false
+	}
+	live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
+	u := &unstructured.Unstructured{Object: live}
+	if u.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if state, _ := e.ownership(u, t.ownerInfo); state != ours {
+		return false
+	}
+	return subset(decl, live, t.shape, keyedSubset)
 }
 
 // watchFor registers, once per kind and with [WithInformers], an event

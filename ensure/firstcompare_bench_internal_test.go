@@ -46,4 +46,38 @@ func BenchmarkFirstCompare(b *testing.B) {
 			subset(decl, lt, sh, keyedSubset)
 		}
 	})
+	// The whole decision on a typed cached object: converting all of it
+	// (as before heldByCached) or only what the declaration names.
+	// As the webapp example caches a Deployment (reconciler.CacheDeclaredOnly):
+	// the declared spec, all metadata and status.
+	trimmed := d.DeepCopy()
+	trimmed.ObjectMeta, trimmed.Status = *live.ObjectMeta.DeepCopy(), *live.Status.DeepCopy()
+	b.Run("declaredOnly/toTree+subset", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lt, _ := toTree(trimmed)
+			subset(decl, lt, sh, keyedSubset)
+		}
+	})
+	b.Run("declaredOnly/toTreeWithin+subset", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			part, _ := toTreeWithin(trimmed, decl, sh)
+			subset(decl, part, sh, keyedSubset)
+		}
+	})
+	b.Run("toTree+subset", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lt, _ := toTree(live)
+			subset(decl, lt, sh, keyedSubset)
+		}
+	})
+	b.Run("toTreeWithin+subset", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			part, _ := toTreeWithin(live, decl, sh)
+			subset(decl, part, sh, keyedSubset)
+		}
+	})
 }

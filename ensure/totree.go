@@ -141,35 +141,35 @@ func convStruct(v reflect.Value, ci *convInfo, out map[string]any) error {
 			}
 			continue
 		}
-		// The converter takes a scalar field's value as is, before it
-		// looks for a custom conversion of its type.
-		switch fv.Kind() {
-		case reflect.String:
-			out[f.name] = fv.String()
-			continue
-		case reflect.Bool:
-			out[f.name] = fv.Bool()
-			continue
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			out[f.name] = fv.Int()
-			continue
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			if fv.Uint() > math.MaxInt64 {
-				return errConvFallback
-			}
-			out[f.name] = int64(fv.Uint()) //nolint:gosec // at most MaxInt64, checked above
-			continue
-		case reflect.Float32, reflect.Float64:
-			out[f.name] = fv.Float()
-			continue
-		}
-		e, err := convValue(fv)
+		e, err := convFieldValue(fv)
 		if err != nil {
 			return err
 		}
 		out[f.name] = e
 	}
 	return nil
+}
+
+// convFieldValue converts the value of a struct's named field, as
+// structToUnstructured: the converter takes a scalar field's value as is,
+// before it looks for a custom conversion of its type.
+func convFieldValue(fv reflect.Value) (any, error) {
+	switch fv.Kind() {
+	case reflect.String:
+		return fv.String(), nil
+	case reflect.Bool:
+		return fv.Bool(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fv.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if fv.Uint() > math.MaxInt64 {
+			return nil, errConvFallback
+		}
+		return int64(fv.Uint()), nil //nolint:gosec // at most MaxInt64, checked above
+	case reflect.Float32, reflect.Float64:
+		return fv.Float(), nil
+	}
+	return convValue(fv)
 }
 
 // convValue converts one value, as toUnstructured.
@@ -259,4 +259,118 @@ func convEmpty(v reflect.Value) bool {
 		return v.IsNil()
 	}
 	return false
+}
+
+// toTreeWithin returns the part of toTree(obj) that want names: at each
+// level of a struct, only the fields whose JSON names are keys of want, each
+// with exactly the value toTree gives it, except that a field whose want
+// value is itself a map and whose value is a struct (through pointers) toTree
+// converts field by field is taken only as far as that map names (the same
+// rule one level down), unless sh (the field's schema) makes it an atomic
+// map that is not a struct, whose every key subset reads. So subset(d, live,
+// sh, mode) answers the same on toTreeWithin(obj, want, sh) as on
+// toTree(obj) whenever want names every key d has, at every level: subset
+// reads no key of live that d lacks, but those of an atomic non-struct map.
+// ok is false when toTree would hand obj to the converter (see toTree); the
+// caller then converts the whole object.
+func toTreeWithin(obj runtime.Object, want map[string]any, sh shape) (map[string]any, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	ci := convOf(v.Elem().Type())
+	if ci.custom {
+		return nil, false
+	}
+	out := map[string]any{}
+	if err := convStructWithin(v.Elem(), ci, out, want, sh); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// convStructWithin adds to out the fields of struct v that want names, as
+// toTreeWithin describes and as convStruct converts them.
+func convStructWithin(v reflect.Value, ci *convInfo, out, want map[string]any, sh shape) error {
+	if ci.unsupported {
+		return errConvFallback
+	}
+	for _, f := range ci.fields {
+		fv := v.Field(f.index)
+		if f.name == "" {
+			if f.omitempty && convEmpty(fv) || f.omitzero != nil && f.omitzero(fv) {
+				continue
+			}
+			// Inlined: its fields are this level's, as convStruct reads them.
+			for fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					break
+				}
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Pointer {
+				continue
+			}
+			fci := convOf(fv.Type())
+			if fv.Kind() != reflect.Struct || fci.custom {
+				return errConvFallback
+			}
+			if err := convStructWithin(fv, fci, out, want, sh); err != nil {
+				return err
+			}
+			continue
+		}
+		w, named := want[f.name]
+		if !named {
+			continue
+		}
+		if f.omitempty && convEmpty(fv) || f.omitzero != nil && f.omitzero(fv) {
+			continue
+		}
+		if sub, ok := w.(map[string]any); ok {
+			if e, done, err := convWithin(fv, sub, sh.field(f.name)); err != nil {
+				return err
+			} else if done {
+				out[f.name] = e
+				continue
+			}
+		}
+		e, err := convFieldValue(fv)
+		if err != nil {
+			return err
+		}
+		out[f.name] = e
+	}
+	return nil
+}
+
+// convWithin converts the field value fv as far as want names, when fv is
+// a struct toTree converts field by field (through nil-checked pointers
+// that have no custom conversion either) and sh is not an atomic non-struct
+// map; done is false otherwise (the caller converts fv whole).
+func convWithin(fv reflect.Value, want map[string]any, sh shape) (_ any, done bool, _ error) {
+	if atomic, isStruct := sh.atomicMap(); atomic && !isStruct {
+		return nil, false, nil
+	}
+	for {
+		ci := convOf(fv.Type())
+		if ci.custom {
+			return nil, false, nil
+		}
+		switch fv.Kind() {
+		case reflect.Pointer:
+			if fv.IsNil() {
+				return nil, true, nil // as convValue: a nil pointer is null
+			}
+			fv = fv.Elem()
+			continue
+		case reflect.Struct:
+			m := map[string]any{}
+			if err := convStructWithin(fv, ci, m, want, sh); err != nil {
+				return nil, false, err
+			}
+			return m, true, nil
+		}
+		return nil, false, nil
+	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
 )
 
@@ -80,6 +81,102 @@ func TestToTreeIsTheConverters(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestToTreeWithinDecidesAsToTree: for randomly filled objects of many
+// kinds and declarations of two sorts — another random object of the kind
+// (subset mostly false, deep in the tree) and the object's own tree with
+// random keys dropped (subset mostly true) — subset answers the same on the part
+// toTreeWithin converts as on the whole of toTree, in both list modes.
+func TestToTreeWithinDecidesAsToTree(t *testing.T) {
+	protos := []runtime.Object{
+		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{},
+		&corev1.Secret{}, &batchv1.Job{}, &networkingv1.Ingress{}, &networkingv1.NetworkPolicy{},
+		&autoscalingv2.HorizontalPodAutoscaler{}, &rbacv1.Role{},
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	f := randfill.New().NilChance(0.3).NumElements(0, 2).MaxDepth(8).RandSource(rng).Funcs(
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), resource.DecimalSI)
+		},
+		func(i *intstr.IntOrString, c randfill.Continue) {
+			if c.Bool() {
+				*i = intstr.FromInt32(c.Int31())
+			} else {
+				*i = intstr.FromString(c.String(8))
+			}
+		},
+		func(tm *metav1.Time, c randfill.Continue) {
+			if c.Bool() {
+				*tm = metav1.Unix(c.Int63n(1<<32), 0)
+			}
+		},
+	)
+	s := &schemas{}
+	fill := func(proto runtime.Object) runtime.Object {
+		obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface().(runtime.Object)
+		f.Fill(obj)
+		return obj
+	}
+	checked, held := 0, 0
+	for _, proto := range protos {
+		gvks, _, err := clientgoscheme.Scheme.ObjectKinds(proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := s.shapeOf(gvks[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			obj := fill(proto)
+			whole, err := toTree(obj)
+			if err != nil {
+				continue // the converter's failure: toTreeWithin's caller converts the whole object
+			}
+			other, err := toTree(fill(proto))
+			if err != nil {
+				continue
+			}
+			own, _ := dropKeys(runtime.DeepCopyJSONValue(whole), rng).(map[string]any)
+			for _, decl := range []map[string]any{other, own} {
+				part, ok := toTreeWithin(obj, decl, sh)
+				if !ok {
+					t.Fatalf("%T: toTreeWithin fell back where toTree did not", obj)
+				}
+				for _, mode := range []listMode{keyedSubset, exactLists} {
+					if got, want := subset(decl, part, sh, mode), subset(decl, whole, sh, mode); got != want {
+						t.Fatalf("%T: subset on toTreeWithin = %v, on toTree = %v\ndecl: %#v\npart: %#v\nwhole: %#v", obj, got, want, decl, part, whole)
+					}
+				}
+				checked++
+			}
+			if subset(own, whole, sh, keyedSubset) {
+				held++
+			}
+		}
+	}
+	// Both answers must occur often, or the comparison shows little.
+	if checked < 600 || held < 100 {
+		t.Fatalf("%d declarations compared, %d of them held", checked, held)
+	}
+}
+
+// dropKeys drops about a third of the keys of every map in v, in place,
+// but inside lists (an item without its key matches nothing).
+func dropKeys(v any, rng *rand.Rand) any {
+	if x, ok := v.(map[string]any); ok {
+		for k, e := range x {
+			if rng.Intn(3) == 0 {
+				delete(x, k)
+				continue
+			}
+			x[k] = dropKeys(e, rng)
+		}
+	}
+	return v
 }
 
 // oddObject has an unexported field, which the converter converts (under
