@@ -56,7 +56,7 @@
 //     every cached object of the kind — read straight from the informer's
 //     store, without a List, on a cache of every namespace given by
 //     [WithInformers] (the reconciler package does this). There a read that
-//     finds more than 16 objects in the owner's bucket adds
+//     finds more than 64 objects in the owner's bucket adds
 //     [OwnerFineIndex], 16 times as many buckets, so the objects a prune
 //     reads stay few as the cache grows.
 //   - Read-your-writes. An Ensurer remembers objects it just created until

@@ -22,11 +22,10 @@ import (
 // indexed. A bucket holds the children of about 1/256 of the owners; prune
 // checks each candidate's labels in full.
 //
-// A bucket grows with the kind's cached objects (about 20 at 5,000, 78 at
-// 20,000), and prune reads one per pruned kind on every Ensure, each object
-// of it a few cache misses (its labels). So, on the store path below, the
-// first read of a bucket holding more than 16 objects (a kind with about
-// 3,000 indexed objects or more, spread evenly, reaches one) adds
+// A bucket grows with the kind's cached objects (about 78 at 20,000), and
+// prune reads one per pruned kind on every Ensure. So, on the store path
+// below, the first read of a bucket holding more than 64 objects (a kind
+// with about 16,000 indexed objects or more, spread evenly) adds
 // [OwnerFineIndex] to the same store, and from then on prune and
 // [OwnerBucketObjects] read that one. A smaller cache never pays for it.
 //
@@ -53,14 +52,14 @@ func OwnerBucket(uid string) string { return prefix(uid, ownerBucketLen) }
 // OwnerFineIndex is the name of the second owner index, with 4,096 buckets
 // (the first three characters of the owner UID, [OwnerFineBucket]), that
 // prune adds to an informer's store holding [OwnerIndex] when it reads a
-// bucket of more than 16 objects: the same objects, each under its owner's
+// bucket of more than 64 objects: the same objects, each under its owner's
 // fine bucket, so a read returns about a sixteenth as many other owners'
 // children to check. client-go's AddIndexers indexes what the store holds
 // then, under the store's lock, and the store keeps it current from then on
 // as it does OwnerIndex. It costs a slot per object in one of at most 4,096
-// sets per kind (about 0.8 MiB per kind at most; 0.4 MiB per 1,000 owners
-// of three kinds at 5,000), which is why it is not there from the start:
-// for a cache of 1,000 owners it would be about as many sets as owners.
+// sets per kind (about 0.8 MiB per kind at most), which is why it is not
+// there from the start: for a cache of 1,000 owners it would be about as
+// many sets as owners.
 const OwnerFineIndex = "ensure.opkit.dev/owner-uid-fine-bucket"
 
 // ownerFineBucketLen is how many leading characters of an owner UID name
@@ -69,7 +68,7 @@ const ownerFineBucketLen = 3
 
 // refineAfter is the size of an [OwnerIndex] bucket past which a read adds
 // [OwnerFineIndex] to the store.
-const refineAfter = 16
+const refineAfter = 64
 
 // OwnerFineBucket is the [OwnerFineIndex] value of children of the owner
 // with uid.
@@ -158,7 +157,7 @@ func ownerPrefixOf(obj any, n int) []string {
 
 // OwnerBucketObjects returns the objects in owner's bucket of [OwnerIndex]
 // (of [OwnerFineIndex] when the store has it; a read of a bucket of more than
-// 16 objects adds it, as prune's does) read from the store of kind's
+// 64 objects adds it, as prune's does) read from the store of kind's
 // informer in c, when [IndexOwner] put the index there; ok is false, with no
 // error, when it did not (a field index: List with
 // client.MatchingFields{OwnerIndex: OwnerBucket(owner)} instead). The

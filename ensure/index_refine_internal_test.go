@@ -11,7 +11,7 @@ import (
 )
 
 // An owner store adds OwnerFineIndex on the first read of a bucket of more
-// than refineAfter (16) objects, not before; a second owner store on the same client-go
+// than 64 objects, not before; a second owner store on the same client-go
 // store (another Ensurer) that finds it added ("indexer conflict") reads
 // it too.
 func TestOwnerStoreRefinesPastRefineAfter(t *testing.T) {

@@ -187,12 +187,12 @@ func storeIndexedEnsurer(t *testing.T, h *harness, kinds []client.Object) (*ensu
 	return e, counting
 }
 
-// Past a bucket of 16 objects, the store path adds OwnerFineIndex to the
+// Past a bucket of 64 objects, the store path adds OwnerFineIndex to the
 // informer's store and reads it from then on: an owner's fine bucket holds
 // the other owners whose UIDs share three leading characters, not two, and
 // prune through it still deletes what the owner dropped and nothing of
 // theirs.
-func TestStoreOwnerIndexRefinesPastABucketOf16(t *testing.T) {
+func TestStoreOwnerIndexRefinesPastABucketOf64(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testCtx(t)
 	kinds := []client.Object{&corev1.ConfigMap{}}
@@ -237,7 +237,7 @@ func TestStoreOwnerIndexRefinesPastABucketOf16(t *testing.T) {
 	// (the other namespaces' tests may add to it): OwnerFineIndex is added.
 	prune("extra")
 	if store.GetIndexers()[ensure.OwnerFineIndex] == nil {
-		t.Fatalf("after a prune read a bucket of more than 16 objects, the store has no %s", ensure.OwnerFineIndex)
+		t.Fatalf("after a prune read a bucket of more than 64 objects, the store has no %s", ensure.OwnerFineIndex)
 	}
 	objs, ok, err := ensure.OwnerBucketObjects(ctx, h.cache, &corev1.ConfigMap{}, owner.UID)
 	if err != nil || !ok {

@@ -898,15 +898,15 @@ func TestClusterScopedOwnerIsReconciledUnderItsOwnKey(t *testing.T) {
 	}
 }
 
-// TestOwnerBucketPastSixteenIsRefinedOnTheReconcilerPath: ensure's owner
+// TestOwnerBucketPastSixtyFourIsRefinedOnTheReconcilerPath: ensure's owner
 // index refines itself (ensure.OwnerFineIndex) once a read finds more than
-// 16 objects in an owner's bucket; through the builder, with a cache of every
+// 64 objects in an owner's bucket; through the builder, with a cache of every
 // namespace (the index in the informers' stores), prune and
 // Observed.Children keep to the owner's own children while 80 other owners'
 // ConfigMaps, labelled as this controller labels its children, share the
 // owner's bucket — 40 of them its fine bucket too — and the informer's store
 // holds the fine index after the first prune.
-func TestOwnerBucketPastSixteenIsRefinedOnTheReconcilerPath(t *testing.T) {
+func TestOwnerBucketPastSixtyFourIsRefinedOnTheReconcilerPath(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	var listed atomic.Value // []string: the ConfigMaps Observed.Children returned last
@@ -984,7 +984,7 @@ func TestOwnerBucketPastSixteenIsRefinedOnTheReconcilerPath(t *testing.T) {
 			return apierrors.IsNotFound(err) && slices.Equal(got, want), client.IgnoreNotFound(err)
 		})
 		if store.GetIndexers()[ensure.OwnerFineIndex] == nil {
-			t.Fatalf("after reads of a bucket of more than 16 objects, the store has no %s", ensure.OwnerFineIndex)
+			t.Fatalf("after reads of a bucket of more than 64 objects, the store has no %s", ensure.OwnerFineIndex)
 		}
 		for _, name := range decoys {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{}); err != nil {
