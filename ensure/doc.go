@@ -13,16 +13,17 @@
 //     declaration is compared as a subset of the cached object, items of
 //     keyed lists by the keys the kind's schema gives them (containers and
 //     env by name, container ports by number and protocol, ownerReferences by
-//     uid), atomic lists whole and in order. The record of declared fields
-//     (below) is part of the declaration, so a dropped field is a difference
-//     the cached object shows; with [ServerSideApply] the field owner's
-//     managedFields, when cached, are checked as well. A child found holding
-//     its declaration is remembered (its UID and resourceVersion and a digest
-//     of the declaration and owner; at most 65,536 children per Ensurer,
-//     forgotten when ensure sees the child gone) and not compared again until
-//     either side moves: any write to the child, by anyone, changes its
-//     resourceVersion, so drift is still found and corrected at the next
-//     Ensure.
+//     uid), atomic lists whole and in order; of a typed cached object, only
+//     the fields the declaration names are converted for it. The record of
+//     declared fields (below) is part of the declaration, so a dropped field
+//     is a difference the cached object shows; with [ServerSideApply] the
+//     field owner's managedFields, when cached, are checked as well. A child
+//     found holding its declaration is remembered (its UID and
+//     resourceVersion and a digest of the declaration and owner; at most
+//     65,536 children per Ensurer, forgotten when ensure sees the child
+//     gone) and not compared again until either side moves: any write to the
+//     child, by anyone, changes its resourceVersion, so drift is still found
+//     and corrected at the next Ensure.
 //   - Declared state is the whole truth, with either strategy and by default:
 //     a field, map key or list item the operator declared and no longer
 //     declares is removed on the next Ensure — a config key, an env var, a

@@ -779,19 +779,20 @@ func (e *Ensurer) cached(ctx context.Context, t *target, strategy Strategy) (map
 // the part of the object the declaration names (toTreeWithin), without
 // converting the rest. It answers only where that decision is the one the
 // whole path below would take — Ensure (a record, a declaration that does
-// not depend on the live object), MergePatch, no create-only or
-// recreate-on-change fields for the kind (they copy or compare live values
-// first), ownerReferences merged by UID; it then requires what ensure would
-// otherwise check on the whole object: not being deleted, linked to this
-// owner (ownership: ours), and the declaration, link and record included, a
-// subset of it (patch's first test). Any other case, or false, falls through
-// to the whole comparison, which decides as it always did; a declaration
-// taken here is declared again there. In steady state (every child after a
-// restart, every reconcile whose memo of verified children missed) it saves
-// converting fields nobody declared: a Deployment's status, strategy and
-// defaulted pod spec.
+// not depend on the live object), no create-only or recreate-on-change
+// fields for the kind (they copy or compare live values first),
+// ownerReferences merged by UID, and with ServerSideApply a cached object
+// without managedFields (apply reads them otherwise); it then requires what
+// ensure would otherwise check on the whole object: not being deleted,
+// linked to this owner (ownership: ours), and the declaration, link and
+// record included, a subset of it (the first test of patch and of apply).
+// Any other case, or false, falls through to the whole comparison, which
+// decides as it always did; a declaration taken here is declared again
+// there. In steady state (every child after a restart, every reconcile
+// whose memo of verified children missed) it saves converting fields nobody
+// declared: a Deployment's status, strategy and defaulted pod spec.
 func (e *Ensurer) heldByCached(t *target, strategy Strategy) bool {
-	if !t.record || !t.scratch || t.digest == nil || strategy != MergePatch || len(e.policies[t.key.gvk]) > 0 {
+	if !t.record || !t.scratch || t.digest == nil || len(e.policies[t.key.gvk]) > 0 {
 		return false
 	}
 	if kind, _ := t.shape.field("metadata").field("ownerReferences").list(); kind == atomicList {
@@ -802,10 +803,10 @@ func (e *Ensurer) heldByCached(t *target, strategy Strategy) bool {
 		return false
 	}
 	md, _ := decl["metadata"].(map[string]any)
-	// What ownership and the deletion check read, whole.
-	wmd := make(map[string]any, len(md)+5)
+	// What ownership, the deletion check and apply read, whole.
+	wmd := make(map[string]any, len(md)+6)
 	maps.Copy(wmd, md)
-	for _, k := range []string{"namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp"} {
+	for _, k := range []string{"namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp", "managedFields"} {
 		if _, ok := wmd[k]; !ok {
 			wmd[k] = nil
 		}
@@ -819,7 +820,7 @@ func (e *Ensurer) heldByCached(t *target, strategy Strategy) bool {
 	}
 	live["apiVersion"], live["kind"] = t.key.gvk.GroupVersion().String(), t.key.gvk.Kind
 	u := &unstructured.Unstructured{Object: live}
-	if u.GetDeletionTimestamp() != nil {
+	if u.GetDeletionTimestamp() != nil || strategy == ServerSideApply && len(u.GetManagedFields()) > 0 {
 		return false
 	}
 	if state, _ := e.ownership(u, t.ownerInfo); state != ours {

@@ -9,7 +9,11 @@ import (
 
 // BenchmarkFirstCompare: the steps of comparing a declaration with a cached
 // Deployment that the memo of verified children does not know yet (every
-// child after a restart): the record's shape key and the subset compare.
+// child after a restart): the record's shape key and the subset compare,
+// and the decision whole: converting the cached object (toTree) or only the
+// part the declaration names (toTreeWithin, as heldByCached does), on a
+// fully cached Deployment and on one cached as reconciler.CacheDeclaredOnly
+// keeps it.
 func BenchmarkFirstCompare(b *testing.B) {
 	sh, err := (&schemas{}).shapeOf(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	if err != nil {

@@ -50,8 +50,22 @@ func newHarness(tb testing.TB, namespaces ...string) *harness {
 // cache for the indexed kinds before it starts.
 func newIndexedHarness(tb testing.TB, indexed []client.Object, namespaces ...string) *harness {
 	tb.Helper()
+	return newHarnessWith(tb, cache.Options{}, indexed, namespaces...)
+}
+
+// newStrippingHarness is newHarness over a cache that strips managedFields,
+// as operators' caches often do (the reconciler package's by default).
+func newStrippingHarness(tb testing.TB, namespaces ...string) *harness {
+	tb.Helper()
+	return newHarnessWith(tb, cache.Options{DefaultTransform: cache.TransformStripManagedFields()}, nil, namespaces...)
+}
+
+// newHarnessWith is newIndexedHarness on a cache with opts (its scheme and
+// namespaces set here).
+func newHarnessWith(tb testing.TB, opts cache.Options, indexed []client.Object, namespaces ...string) *harness {
+	tb.Helper()
 	cfg, counter := testenv.CountRequests(env.Config)
-	opts := cache.Options{Scheme: env.Scheme}
+	opts.Scheme = env.Scheme
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {

@@ -123,99 +123,114 @@ func objMeta(k client.ObjectKey) metav1.ObjectMeta {
 // label (metadata), a ConfigMap value, a Service's selector —
 // are each corrected by a fresh Ensurer's first Ensure, and an edit to a
 // field nobody declared (a user's annotation, the replicas an HPA set) is
-// left alone at no request; the next Ensure sends none.
+// left alone at no request; the next Ensure sends none. With either
+// strategy, and over a cache with and without managedFields.
 func TestFreshEnsurerCorrectsDriftMadeWhileDown(t *testing.T) {
 	for _, s := range strategies {
-		t.Run(s.String(), func(t *testing.T) {
-			ns := env.Namespace(t)
-			ctx := testCtx(t)
-			h := newHarness(t, ns)
-			owner := newOwner(t, ns, "app")
-			opts := []ensure.Option{ensure.WithPrune(&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{})}
-			dep, svc, cm := children("nginx:1.27")
-			if _, err := h.ensurer(t, s, opts...).Ensure(ctx, owner, dep, svc, cm); err != nil {
-				t.Fatal(err)
+		for _, stripped := range []bool{false, true} {
+			name := s.String()
+			if stripped {
+				name += "/managedFieldsStripped"
 			}
-			h.waitCached(t, inNS(ns, dep, svc, cm)...)
+			t.Run(name, func(t *testing.T) { freshEnsurerCorrectsDrift(t, s, stripped) })
+		}
+	}
+}
 
-			// While down: foreign edits of fields nobody declared.
-			depKey := client.ObjectKey{Namespace: ns, Name: "web"}
-			annotate := []byte(`{"metadata":{"annotations":{"team.example.com/oncall":"alice"}}}`)
-			if err := env.Client.Patch(ctx, &appsv1.Deployment{ObjectMeta: objMeta(depKey)}, client.RawPatch(types.MergePatchType, annotate)); err != nil {
-				t.Fatal(err)
-			}
-			hpaScale(t, ns, 3)
-			h.waitCached(t, inNS(ns, dep)...)
-			h.counter.Reset()
-			cs, err := h.ensurer(t, s, opts...).Ensure(ctx, owner, dep, svc, cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Unchanged)
-			if got := h.counter.Total(); got != 0 {
-				t.Fatalf("a fresh Ensurer over undeclared edits sent %d requests, want 0:\n%s", got, h.counter)
-			}
+// freshEnsurerCorrectsDrift is TestFreshEnsurerCorrectsDriftMadeWhileDown
+// with strategy s, over a cache that strips managedFields when stripped.
+func freshEnsurerCorrectsDrift(t *testing.T, s ensure.Strategy, stripped bool) {
+	ns := env.Namespace(t)
+	ctx := testCtx(t)
+	start := newHarness
+	if stripped {
+		start = newStrippingHarness
+	}
+	h := start(t, ns)
+	owner := newOwner(t, ns, "app")
+	opts := []ensure.Option{ensure.WithPrune(&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{})}
+	dep, svc, cm := children("nginx:1.27")
+	if _, err := h.ensurer(t, s, opts...).Ensure(ctx, owner, dep, svc, cm); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached(t, inNS(ns, dep, svc, cm)...)
 
-			// While down: edits of declared fields, one per child.
-			var live appsv1.Deployment
-			if err := env.Client.Get(ctx, depKey, &live); err != nil {
-				t.Fatal(err)
-			}
-			live.Spec.Template.Spec.Containers[0].Image = "nginx:hacked"
-			live.Labels["app"] = "hijacked"
-			if err := env.Client.Update(ctx, &live, client.FieldOwner("kubectl-edit")); err != nil {
-				t.Fatal(err)
-			}
-			svcKey := client.ObjectKey{Namespace: ns, Name: svc.Name}
-			selectorPatch := []byte(`{"spec":{"selector":{"app":"other"}}}`)
-			if err := env.Client.Patch(ctx, &corev1.Service{ObjectMeta: objMeta(svcKey)}, client.RawPatch(types.MergePatchType, selectorPatch)); err != nil {
-				t.Fatal(err)
-			}
-			cmKey := client.ObjectKey{Namespace: ns, Name: "web-config"}
-			dataPatch := []byte(`{"data":{"mode":"debug"}}`)
-			if err := env.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: objMeta(cmKey)}, client.RawPatch(types.MergePatchType, dataPatch)); err != nil {
-				t.Fatal(err)
-			}
-			h.waitCached(t, inNS(ns, dep, svc, cm)...)
-			e := h.ensurer(t, s, opts...)
-			cs, err = e.Ensure(ctx, owner, dep, svc, cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantActions(t, cs, ensure.Updated, ensure.Updated, ensure.Updated)
-			if err := env.Client.Get(ctx, depKey, &live); err != nil {
-				t.Fatal(err)
-			}
-			if img, app := live.Spec.Template.Spec.Containers[0].Image, live.Labels["app"]; img != "nginx:1.27" || app != "web" {
-				t.Errorf("Deployment image %q, label app %q; want nginx:1.27, web", img, app)
-			}
-			if live.Annotations["team.example.com/oncall"] != "alice" || ptr.Deref(live.Spec.Replicas, 0) != 3 {
-				t.Errorf("undeclared fields lost: annotations %v, replicas %v", live.Annotations, live.Spec.Replicas)
-			}
-			var liveSvc corev1.Service
-			if err := env.Client.Get(ctx, svcKey, &liveSvc); err != nil {
-				t.Fatal(err)
-			}
-			if got := liveSvc.Spec.Selector["app"]; got != "web" {
-				t.Errorf("Service selector app = %q, want web back", got)
-			}
-			var liveCM corev1.ConfigMap
-			if err := env.Client.Get(ctx, cmKey, &liveCM); err != nil {
-				t.Fatal(err)
-			}
-			if got := liveCM.Data["mode"]; got != "prod" {
-				t.Errorf("ConfigMap mode = %q, want prod", got)
-			}
-			h.waitCached(t, inNS(ns, dep, svc, cm)...)
-			h.counter.Reset()
-			cs, err = e.Ensure(ctx, owner, dep, svc, cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Unchanged)
-			if got := h.counter.Total(); got != 0 {
-				t.Fatalf("the Ensure after the correction sent %d requests, want 0:\n%s", got, h.counter)
-			}
-		})
+	// While down: foreign edits of fields nobody declared.
+	depKey := client.ObjectKey{Namespace: ns, Name: "web"}
+	annotate := []byte(`{"metadata":{"annotations":{"team.example.com/oncall":"alice"}}}`)
+	if err := env.Client.Patch(ctx, &appsv1.Deployment{ObjectMeta: objMeta(depKey)}, client.RawPatch(types.MergePatchType, annotate)); err != nil {
+		t.Fatal(err)
+	}
+	hpaScale(t, ns, 3)
+	h.waitCached(t, inNS(ns, dep)...)
+	h.counter.Reset()
+	cs, err := h.ensurer(t, s, opts...).Ensure(ctx, owner, dep, svc, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Unchanged)
+	if got := h.counter.Total(); got != 0 {
+		t.Fatalf("a fresh Ensurer over undeclared edits sent %d requests, want 0:\n%s", got, h.counter)
+	}
+
+	// While down: edits of declared fields, one per child.
+	var live appsv1.Deployment
+	if err := env.Client.Get(ctx, depKey, &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Template.Spec.Containers[0].Image = "nginx:hacked"
+	live.Labels["app"] = "hijacked"
+	if err := env.Client.Update(ctx, &live, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	svcKey := client.ObjectKey{Namespace: ns, Name: svc.Name}
+	selectorPatch := []byte(`{"spec":{"selector":{"app":"other"}}}`)
+	if err := env.Client.Patch(ctx, &corev1.Service{ObjectMeta: objMeta(svcKey)}, client.RawPatch(types.MergePatchType, selectorPatch)); err != nil {
+		t.Fatal(err)
+	}
+	cmKey := client.ObjectKey{Namespace: ns, Name: "web-config"}
+	dataPatch := []byte(`{"data":{"mode":"debug"}}`)
+	if err := env.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: objMeta(cmKey)}, client.RawPatch(types.MergePatchType, dataPatch)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached(t, inNS(ns, dep, svc, cm)...)
+	e := h.ensurer(t, s, opts...)
+	cs, err = e.Ensure(ctx, owner, dep, svc, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActions(t, cs, ensure.Updated, ensure.Updated, ensure.Updated)
+	if err := env.Client.Get(ctx, depKey, &live); err != nil {
+		t.Fatal(err)
+	}
+	if img, app := live.Spec.Template.Spec.Containers[0].Image, live.Labels["app"]; img != "nginx:1.27" || app != "web" {
+		t.Errorf("Deployment image %q, label app %q; want nginx:1.27, web", img, app)
+	}
+	if live.Annotations["team.example.com/oncall"] != "alice" || ptr.Deref(live.Spec.Replicas, 0) != 3 {
+		t.Errorf("undeclared fields lost: annotations %v, replicas %v", live.Annotations, live.Spec.Replicas)
+	}
+	var liveSvc corev1.Service
+	if err := env.Client.Get(ctx, svcKey, &liveSvc); err != nil {
+		t.Fatal(err)
+	}
+	if got := liveSvc.Spec.Selector["app"]; got != "web" {
+		t.Errorf("Service selector app = %q, want web back", got)
+	}
+	var liveCM corev1.ConfigMap
+	if err := env.Client.Get(ctx, cmKey, &liveCM); err != nil {
+		t.Fatal(err)
+	}
+	if got := liveCM.Data["mode"]; got != "prod" {
+		t.Errorf("ConfigMap mode = %q, want prod", got)
+	}
+	h.waitCached(t, inNS(ns, dep, svc, cm)...)
+	h.counter.Reset()
+	cs, err = e.Ensure(ctx, owner, dep, svc, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActions(t, cs, ensure.Unchanged, ensure.Unchanged, ensure.Unchanged)
+	if got := h.counter.Total(); got != 0 {
+		t.Fatalf("the Ensure after the correction sent %d requests, want 0:\n%s", got, h.counter)
 	}
 }
