@@ -123,21 +123,14 @@ func convStruct(v reflect.Value, ci *convInfo, out map[string]any) error {
 			continue
 		}
 		if f.name == "" {
-			for fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					break
-				}
-				fv = fv.Elem()
-			}
-			if fv.Kind() == reflect.Pointer {
-				continue // nil: the converter stores nothing
-			}
-			fci := convOf(fv.Type())
-			if fv.Kind() != reflect.Struct || fci.custom {
-				return errConvFallback
-			}
-			if err := convStruct(fv, fci, out); err != nil {
+			iv, ici, err := inlined(fv)
+			if err != nil {
 				return err
+			}
+			if ici != nil {
+				if err := convStruct(iv, ici, out); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -150,26 +143,53 @@ func convStruct(v reflect.Value, ci *convInfo, out map[string]any) error {
 	return nil
 }
 
+// inlined is the struct an anonymous, untagged field fv inlines (through
+// pointers) and its convInfo; a nil convInfo when a pointer on the way is
+// nil (the converter stores nothing), errConvFallback when it is not a
+// struct toTree converts itself.
+func inlined(fv reflect.Value) (reflect.Value, *convInfo, error) {
+	for fv.Kind() == reflect.Pointer {
+		if fv.IsNil() {
+			return fv, nil, nil
+		}
+		fv = fv.Elem()
+	}
+	ci := convOf(fv.Type())
+	if fv.Kind() != reflect.Struct || ci.custom {
+		return fv, nil, errConvFallback
+	}
+	return fv, ci, nil
+}
+
 // convFieldValue converts the value of a struct's named field, as
 // structToUnstructured: the converter takes a scalar field's value as is,
 // before it looks for a custom conversion of its type.
 func convFieldValue(fv reflect.Value) (any, error) {
-	switch fv.Kind() {
-	case reflect.String:
-		return fv.String(), nil
-	case reflect.Bool:
-		return fv.Bool(), nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return fv.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if fv.Uint() > math.MaxInt64 {
-			return nil, errConvFallback
-		}
-		return int64(fv.Uint()), nil //nolint:gosec // at most MaxInt64, checked above
-	case reflect.Float32, reflect.Float64:
-		return fv.Float(), nil
+	if e, ok, err := convScalar(fv); ok {
+		return e, err
 	}
 	return convValue(fv)
+}
+
+// convScalar converts a string, bool, integer or float value as the
+// converter does; ok is false for any other kind.
+func convScalar(v reflect.Value) (_ any, ok bool, _ error) {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), true, nil
+	case reflect.Bool:
+		return v.Bool(), true, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int(), true, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.Uint() > math.MaxInt64 {
+			return nil, true, errConvFallback
+		}
+		return int64(v.Uint()), true, nil //nolint:gosec // at most MaxInt64, checked above
+	case reflect.Float32, reflect.Float64:
+		return v.Float(), true, nil
+	}
+	return nil, false, nil
 }
 
 // convValue converts one value, as toUnstructured.
@@ -178,20 +198,10 @@ func convValue(v reflect.Value) (any, error) {
 	if ci.custom {
 		return ci.entry.ToUnstructured(v)
 	}
+	if e, ok, err := convScalar(v); ok {
+		return e, err
+	}
 	switch v.Kind() {
-	case reflect.String:
-		return v.String(), nil
-	case reflect.Bool:
-		return v.Bool(), nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return v.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if v.Uint() > math.MaxInt64 {
-			return nil, errConvFallback
-		}
-		return int64(v.Uint()), nil //nolint:gosec // at most MaxInt64, checked above
-	case reflect.Float32, reflect.Float64:
-		return v.Float(), nil
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return nil, nil
@@ -302,21 +312,14 @@ func convStructWithin(v reflect.Value, ci *convInfo, out, want map[string]any, s
 				continue
 			}
 			// Inlined: its fields are this level's, as convStruct reads them.
-			for fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					break
-				}
-				fv = fv.Elem()
-			}
-			if fv.Kind() == reflect.Pointer {
-				continue
-			}
-			fci := convOf(fv.Type())
-			if fv.Kind() != reflect.Struct || fci.custom {
-				return errConvFallback
-			}
-			if err := convStructWithin(fv, fci, out, want, sh); err != nil {
+			iv, ici, err := inlined(fv)
+			if err != nil {
 				return err
+			}
+			if ici != nil {
+				if err := convStructWithin(iv, ici, out, want, sh); err != nil {
+					return err
+				}
 			}
 			continue
 		}
