@@ -37,36 +37,7 @@ func TestToTreeIsTheConverters(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.NewSource(seed)
-	f := randfill.New().NilChance(0.3).NumElements(0, 2).MaxDepth(8).RandSource(rng).Funcs(
-		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), resource.DecimalSI)
-		},
-		func(i *intstr.IntOrString, c randfill.Continue) {
-			if c.Bool() {
-				*i = intstr.FromInt32(c.Int31())
-			} else {
-				*i = intstr.FromString(c.String(8))
-			}
-		},
-		func(j *apiextensionsv1.JSON, c randfill.Continue) {
-			j.Raw = []byte(`{"a":[1,"b",null]}`)
-		},
-		func(r *runtime.RawExtension, c randfill.Continue) {
-			if c.Bool() {
-				r.Raw = []byte(`{"kind":"X","n":1}`)
-			}
-		},
-		func(tm *metav1.Time, c randfill.Continue) {
-			if c.Bool() {
-				*tm = metav1.Unix(c.Int63n(1<<32), 0)
-			}
-		},
-		func(tm *metav1.MicroTime, c randfill.Continue) {
-			if c.Bool() {
-				*tm = metav1.NewMicroTime(time.Unix(c.Int63n(1<<32), c.Int63n(1e9)))
-			}
-		},
-	)
+	f := treeFiller(rng)
 	for _, proto := range protos {
 		for range 60 {
 			obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface().(runtime.Object)
@@ -97,23 +68,7 @@ func TestToTreeWithinDecidesAsToTree(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
-	f := randfill.New().NilChance(0.3).NumElements(0, 2).MaxDepth(8).RandSource(rng).Funcs(
-		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), resource.DecimalSI)
-		},
-		func(i *intstr.IntOrString, c randfill.Continue) {
-			if c.Bool() {
-				*i = intstr.FromInt32(c.Int31())
-			} else {
-				*i = intstr.FromString(c.String(8))
-			}
-		},
-		func(tm *metav1.Time, c randfill.Continue) {
-			if c.Bool() {
-				*tm = metav1.Unix(c.Int63n(1<<32), 0)
-			}
-		},
-	)
+	f := treeFiller(rng)
 	s := &schemas{}
 	fill := func(proto runtime.Object) runtime.Object {
 		obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface().(runtime.Object)
@@ -177,6 +132,42 @@ func dropKeys(v any, rng *rand.Rand) any {
 		}
 	}
 	return v
+}
+
+// treeFiller fills objects randomly for the toTree tests: nil, empty and
+// zero values included, and the converter's custom leaves (Quantity,
+// IntOrString, JSON, RawExtension, Time, MicroTime) given valid values.
+func treeFiller(src rand.Source) *randfill.Filler {
+	return randfill.New().NilChance(0.3).NumElements(0, 2).MaxDepth(8).RandSource(src).Funcs(
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), resource.DecimalSI)
+		},
+		func(i *intstr.IntOrString, c randfill.Continue) {
+			if c.Bool() {
+				*i = intstr.FromInt32(c.Int31())
+			} else {
+				*i = intstr.FromString(c.String(8))
+			}
+		},
+		func(j *apiextensionsv1.JSON, c randfill.Continue) {
+			j.Raw = []byte(`{"a":[1,"b",null]}`)
+		},
+		func(r *runtime.RawExtension, c randfill.Continue) {
+			if c.Bool() {
+				r.Raw = []byte(`{"kind":"X","n":1}`)
+			}
+		},
+		func(tm *metav1.Time, c randfill.Continue) {
+			if c.Bool() {
+				*tm = metav1.Unix(c.Int63n(1<<32), 0)
+			}
+		},
+		func(tm *metav1.MicroTime, c randfill.Continue) {
+			if c.Bool() {
+				*tm = metav1.NewMicroTime(time.Unix(c.Int63n(1<<32), c.Int63n(1e9)))
+			}
+		},
+	)
 }
 
 // oddObject has an unexported field, which the converter converts (under
